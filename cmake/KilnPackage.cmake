@@ -1,0 +1,24 @@
+# Installs the C++ SDK into the wheel's kiln/ directory: the runtime library,
+# the public headers, the CMake package and the pkg-config file.
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}/runtime/include/kiln"
+        DESTINATION include FILES_MATCHING PATTERN "*.h")
+
+if(KILN_BUILD_SHARED)
+  # One real file, no namelink: wheels cannot hold symlinks.
+  install(TARGETS kiln LIBRARY DESTINATION lib NAMELINK_SKIP)
+
+  configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/kilnConfig.cmake.in"
+                 "${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake" @ONLY)
+  write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake"
+                                   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  install(FILES "${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake"
+                "${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake"
+                "${CMAKE_CURRENT_SOURCE_DIR}/cmake/kiln-runpath.rsp"
+          DESTINATION lib/cmake/kiln)
+
+  configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/kiln.pc.in"
+                 "${CMAKE_CURRENT_BINARY_DIR}/kiln.pc" @ONLY)
+  install(FILES "${CMAKE_CURRENT_BINARY_DIR}/kiln.pc" DESTINATION lib/pkgconfig)
+endif()

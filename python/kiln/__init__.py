@@ -1,0 +1,71 @@
+"""kiln: run exported PyTorch programs on the CPU, from Python and C++.
+
+`import kiln` needs numpy only; `kiln.export` (which needs torch) is imported
+on first use.
+"""
+
+from ._kiln import __version__
+from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
+from ._program import Method, Program, TensorSpec, load
+from ._registry import (
+    load_library,
+    num_threads,
+    registered_backends,
+    registered_kernels,
+    registration_failures,
+    runtime_library_path,
+    set_num_threads,
+)
+from .errors import (
+    ExecutionError,
+    ExportError,
+    InvalidArgument,
+    InvalidInput,
+    InvalidProgram,
+    KilnError,
+    MissingBackend,
+    MissingKernel,
+    NotSupported,
+    RegistrationError,
+    UnsupportedOperatorError,
+)
+
+__all__ = [
+    "__version__",
+    "load",
+    "Program",
+    "Method",
+    "TensorSpec",
+    "registered_kernels",
+    "registered_backends",
+    "registration_failures",
+    "load_library",
+    "runtime_library_path",
+    "num_threads",
+    "set_num_threads",
+    "cmake_dir",
+    "pkgconfig_dir",
+    "include_dir",
+    "lib_dir",
+    "library_path",
+    "KilnError",
+    "InvalidArgument",
+    "InvalidProgram",
+    "InvalidInput",
+    "MissingKernel",
+    "MissingBackend",
+    "RegistrationError",
+    "NotSupported",
+    "ExecutionError",
+    "ExportError",
+    "UnsupportedOperatorError",
+]
+
+
+def __getattr__(name):
+    # kiln.export is a subpackage that imports torch lazily; expose it on demand.
+    if name == "export":
+        import importlib
+
+        return importlib.import_module(".export", __name__)
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")

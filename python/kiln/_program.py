@@ -1,0 +1,142 @@
+"""Program and Method: load a .kiln file and run its methods on numpy/DLPack/buffer inputs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _kiln
+from .errors import InvalidArgument, InvalidInput
+
+DEFAULT_MAX_ARENA_BYTES = 4 << 30
+
+# kiln dtype names (runtime/include/kiln/tensor.h) -> numpy dtype names.
+_NUMPY_DTYPES = {
+    "f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "bool": "bool",
+    "f16": "float16", "bf16": "bfloat16", "u8": "uint8", "i8": "int8",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """An input or output of a method: name, dtype (numpy name), largest shape, dynamic dims."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    dynamic_dims: tuple
+
+    @classmethod
+    def _from_native(cls, d: dict) -> "TensorSpec":
+        return cls(d["name"], _NUMPY_DTYPES[d["dtype"]], tuple(d["shape"]), tuple(d["dynamic_dims"]))
+
+
+def _as_input(x):
+    """Pass arrays, DLPack and buffer objects through untouched (bound without a copy)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if getattr(x, "requires_grad", False) and hasattr(x, "detach"):
+        x = x.detach()  # DLPack refuses tensors that require grad; the values are the same
+    if hasattr(x, "__dlpack__"):
+        return x
+    try:
+        memoryview(x)
+        return x
+    except TypeError:
+        return np.asarray(x)
+
+
+class Method:
+    """A loaded method: planned memory is allocated once, here, and reused by every call.
+
+    A Method is not reentrant: calls from several threads must be serialized
+    (load the method once per thread for parallel calls).
+    """
+
+    def __init__(self, native):
+        self._native = native
+        spec = native.spec
+        self.name: str = spec["name"]
+        self.input_specs = [TensorSpec._from_native(s) for s in spec["inputs"]]
+        self.output_specs = [TensorSpec._from_native(s) for s in spec["outputs"]]
+        self.arena_bytes: list[int] = list(spec["arena_bytes"])
+        self.num_instructions: int = spec["num_instructions"]
+
+    def run(self, *inputs) -> list[np.ndarray]:
+        """Run the method; returns a list with one new numpy array per output."""
+        if len(inputs) != len(self.input_specs):
+            raise InvalidInput(
+                f"method '{self.name}' takes {len(self.input_specs)} inputs "
+                f"({', '.join(s.name for s in self.input_specs)}), got {len(inputs)}"
+            )
+        args = [_as_input(x) for x in inputs]
+        try:
+            return self._native.run(args)
+        except TypeError as e:
+            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
+
+    __call__ = run
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.input_specs)
+        outs = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.output_specs)
+        return f"<kiln.Method {self.name}({ins}) -> ({outs})>"
+
+
+class Program:
+    """A verified .kiln program. Methods are loaded on first use and then reused."""
+
+    def __init__(self, native):
+        self._native = native
+        self._methods: dict[str, Method] = {}
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._native.method_names)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._native.size_bytes
+
+    @property
+    def producer(self) -> str:
+        return self._native.producer
+
+    def method(self, name: str = "forward") -> Method:
+        """The loaded method `name` (kernels resolved, memory planned) — loaded once."""
+        m = self._methods.get(name)
+        if m is None:
+            m = Method(self._native.load_method(name))
+            self._methods[name] = m
+        return m
+
+    def run(self, method_name: str, *inputs) -> list[np.ndarray]:
+        return self.method(method_name).run(*inputs)
+
+    def __getattr__(self, name: str):
+        # prog.forward(x), prog.encode(y): methods of the program as attributes.
+        if not name.startswith("_") and name in self._native.method_names:
+            return self.method(name)
+        raise AttributeError(f"kiln.Program has no attribute or method {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<kiln.Program methods={self.method_names} size={self.size_bytes}B>"
+
+
+def load(source, *, max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES) -> Program:
+    """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
+
+    Raises InvalidProgram if the file is malformed; nothing is trusted before
+    it has been verified.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return Program(_kiln.load_file(os.fspath(source), int(max_arena_bytes)))
+    try:
+        memoryview(source)
+    except TypeError:
+        raise InvalidArgument(
+            f"kiln.load takes a path, bytes or a buffer object, not {type(source).__name__}"
+        ) from None
+    return Program(_kiln.load_buffer(source, int(max_arena_bytes)))

@@ -1,0 +1,308 @@
+// kiln._kiln: the Python bindings over the runtime (libkiln.so.0 or, in a static
+// build, the runtime embedded in this module). The Python-facing API lives in
+// python/kiln/*.py; this module is its thin native layer.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// Raises the kiln.errors class that matches the Status's kind.
+[[noreturn]] void raise_status(const kiln::Status& status) {
+  nb::object errors = nb::module_::import_("kiln.errors");
+  nb::object cls = errors.attr("BY_ERROR_NAME")[kiln::error_name(status.code())];
+  PyErr_SetString(cls.ptr(), status.message().c_str());
+  throw nb::python_error();
+}
+
+void check(const kiln::Status& status) {
+  if (!status.is_ok()) raise_status(status);
+}
+
+template <typename T>
+T unwrap(kiln::Result<T>&& result) {
+  if (!result.ok()) raise_status(result.status());
+  return std::move(result).value();
+}
+
+bool to_scalar_type(nb::dlpack::dtype dt, kiln::ScalarType* out) {
+  using C = nb::dlpack::dtype_code;
+  if (dt.lanes != 1) return false;
+  auto code = static_cast<C>(dt.code);
+  struct Entry { C code; uint8_t bits; kiln::ScalarType type; };
+  static const Entry table[] = {
+      {C::Float, 32, kiln::ScalarType::Float32}, {C::Float, 64, kiln::ScalarType::Float64},
+      {C::Int, 64, kiln::ScalarType::Int64},     {C::Int, 32, kiln::ScalarType::Int32},
+      {C::Bool, 8, kiln::ScalarType::Bool},      {C::Float, 16, kiln::ScalarType::Float16},
+      {C::Bfloat, 16, kiln::ScalarType::BFloat16}, {C::UInt, 8, kiln::ScalarType::UInt8},
+      {C::Int, 8, kiln::ScalarType::Int8},
+  };
+  for (const Entry& e : table) {
+    if (e.code == code && e.bits == dt.bits) {
+      *out = e.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+nb::dlpack::dtype to_dlpack(kiln::ScalarType t) {
+  using C = nb::dlpack::dtype_code;
+  auto make = [](C c, int bits) { return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1}; };
+  switch (t) {
+    case kiln::ScalarType::Float32: return make(C::Float, 32);
+    case kiln::ScalarType::Float64: return make(C::Float, 64);
+    case kiln::ScalarType::Int64: return make(C::Int, 64);
+    case kiln::ScalarType::Int32: return make(C::Int, 32);
+    case kiln::ScalarType::Bool: return make(C::Bool, 8);
+    case kiln::ScalarType::Float16: return make(C::Float, 16);
+    case kiln::ScalarType::BFloat16: return make(C::Bfloat, 16);
+    case kiln::ScalarType::UInt8: return make(C::UInt, 8);
+    case kiln::ScalarType::Int8: return make(C::Int, 8);
+  }
+  return make(C::Float, 32);
+}
+
+nb::dict spec_to_dict(const kiln::TensorSpec& s) {
+  nb::dict d;
+  d["name"] = s.name;
+  d["dtype"] = kiln::scalar_type_name(s.dtype);
+  d["shape"] = nb::tuple(nb::cast(s.sizes));
+  d["dynamic_dims"] = nb::tuple(nb::cast(s.dynamic_dims));
+  return d;
+}
+
+nb::dict method_spec_to_dict(const kiln::MethodSpec& spec) {
+  nb::dict d;
+  d["name"] = spec.name;
+  nb::list inputs, outputs;
+  for (const auto& s : spec.inputs) inputs.append(spec_to_dict(s));
+  for (const auto& s : spec.outputs) outputs.append(spec_to_dict(s));
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["arena_bytes"] = nb::cast(spec.arena_sizes);
+  d["num_instructions"] = spec.num_instructions;
+  return d;
+}
+
+// A loaded program plus, when it borrows a Python buffer, that buffer.
+struct PyProgram {
+  std::shared_ptr<kiln::Program> program;
+  std::shared_ptr<Py_buffer> borrowed;  // released when the last user goes
+};
+
+struct PyMethod {
+  kiln::Method method;
+  std::shared_ptr<kiln::Program> program;
+  std::shared_ptr<Py_buffer> borrowed;
+  // Contiguous copies of strided inputs, reused across calls.
+  std::vector<std::vector<uint8_t>> scratch;
+};
+
+std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
+  auto* view = new Py_buffer();
+  if (PyObject_GetBuffer(obj.ptr(), view, PyBUF_SIMPLE) != 0) {
+    delete view;
+    throw nb::python_error();
+  }
+  return std::shared_ptr<Py_buffer>(view, [](Py_buffer* v) {
+    nb::gil_scoped_acquire gil;
+    PyBuffer_Release(v);
+    delete v;
+  });
+}
+
+PyProgram load_buffer(nb::handle obj, uint64_t max_arena_bytes) {
+  std::shared_ptr<Py_buffer> view = hold_buffer(obj);
+  kiln::LoadOptions options;
+  options.max_arena_bytes = max_arena_bytes;
+  // Program::load_from_buffer borrows 64-byte aligned memory and copies the
+  // rest. Writable buffers are copied regardless: the caller could change them
+  // after verification.
+  bool borrow = view->readonly && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
+  kiln::Result<kiln::Program> program = [&] {
+    if (borrow) return kiln::Program::load_from_buffer(view->buf, static_cast<size_t>(view->len), options);
+    std::vector<uint8_t> copy(static_cast<const uint8_t*>(view->buf),
+                              static_cast<const uint8_t*>(view->buf) + view->len);
+    return kiln::Program::load_from_buffer(copy.data(), copy.size(), options);
+  }();
+  PyProgram out;
+  out.program = std::make_shared<kiln::Program>(unwrap(std::move(program)));
+  if (borrow) out.borrowed = view;
+  return out;
+}
+
+// Copies a strided array into `buffer` in row-major order.
+void copy_strided(const nb::ndarray<nb::ro, nb::device::cpu>& a, size_t item, std::vector<uint8_t>& buffer) {
+  size_t ndim = a.ndim();
+  size_t numel = 1;
+  for (size_t d = 0; d < ndim; ++d) numel *= a.shape(d);
+  buffer.resize(numel * item);
+  std::vector<size_t> idx(ndim, 0);
+  const auto* base = static_cast<const uint8_t*>(a.data());
+  for (size_t n = 0; n < numel; ++n) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < ndim; ++d) offset += static_cast<int64_t>(idx[d]) * a.stride(d);
+    std::memcpy(buffer.data() + n * item, base + offset * static_cast<int64_t>(item), item);
+    for (size_t d = ndim; d-- > 0;) {
+      if (++idx[d] < a.shape(d)) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+bool is_row_major(const nb::ndarray<nb::ro, nb::device::cpu>& a) {
+  int64_t expected = 1;
+  for (size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(d));
+  }
+  return true;
+}
+
+nb::list run_method(PyMethod& self, const std::vector<nb::ndarray<nb::ro, nb::device::cpu>>& inputs) {
+  const kiln::MethodSpec& spec = self.method.spec();
+  if (inputs.size() != spec.inputs.size()) {
+    check(kiln::Status(kiln::Error::InvalidInput,
+                       kiln::format("method '%s' takes %zu inputs, got %zu", spec.name.c_str(), spec.inputs.size(),
+                                    inputs.size())));
+  }
+  self.scratch.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& a = inputs[i];
+    kiln::ScalarType dtype;
+    if (!to_scalar_type(a.dtype(), &dtype)) {
+      check(kiln::Status(kiln::Error::InvalidInput,
+                         kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",
+                                      spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.dtype().code,
+                                      a.dtype().bits)));
+    }
+    if (a.ndim() > static_cast<size_t>(kiln::kMaxDims)) {
+      check(kiln::Status(kiln::Error::InvalidInput,
+                         kiln::format("method '%s' input %zu ('%s') has %zu dims, at most %d are supported",
+                                      spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.ndim(), kiln::kMaxDims)));
+    }
+    int64_t sizes[kiln::kMaxDims];
+    for (size_t d = 0; d < a.ndim(); ++d) sizes[d] = static_cast<int64_t>(a.shape(d));
+    const void* data = a.data();
+    size_t item = kiln::element_size(dtype);
+    // Bind in place when the layout allows; copy only strided or misaligned inputs.
+    if (!is_row_major(a) || reinterpret_cast<uintptr_t>(data) % item != 0) {
+      copy_strided(a, item, self.scratch[i]);
+      data = self.scratch[i].data();
+    }
+    check(self.method.set_input(i, kiln::Tensor::view(data, kiln::Span<const int64_t>(sizes, a.ndim()), dtype)));
+  }
+  {
+    nb::gil_scoped_release release;
+    kiln::Status status = self.method.execute();
+    if (!status.is_ok()) {
+      nb::gil_scoped_acquire acquire;
+      raise_status(status);
+    }
+  }
+  nb::list outputs;
+  for (size_t i = 0; i < self.method.num_outputs(); ++i) {
+    const kiln::Tensor& t = self.method.output(i);
+    size_t nbytes = t.nbytes();
+    auto* copy = new uint8_t[nbytes == 0 ? 1 : nbytes];
+    if (nbytes) std::memcpy(copy, t.data(), nbytes);
+    nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+    std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+    nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
+    outputs.append(array.cast());
+  }
+  return outputs;
+}
+
+nb::list kernels_list(const std::vector<kiln::KernelInfo>& kernels) {
+  nb::list out;
+  for (const auto& k : kernels) out.append(nb::make_tuple(k.op_name, k.dtypes, k.library));
+  return out;
+}
+
+nb::list backends_list(const std::vector<kiln::BackendInfo>& backends) {
+  nb::list out;
+  for (const auto& b : backends) out.append(nb::make_tuple(b.name, b.library));
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_kiln, m) {
+  m.doc() = "Native layer of kiln; use the kiln package instead.";
+  m.attr("__version__") = KILN_VERSION_STRING;
+  m.attr("ABI_VERSION") = KILN_ABI_VERSION;
+#ifdef KILN_STATIC
+  m.attr("STATIC_RUNTIME") = true;
+#else
+  m.attr("STATIC_RUNTIME") = false;
+#endif
+
+  nb::class_<PyProgram>(m, "Program")
+      .def_prop_ro("method_names", [](const PyProgram& p) { return p.program->method_names(); })
+      .def("method_spec", [](const PyProgram& p, const std::string& name) {
+        return method_spec_to_dict(unwrap(p.program->method_spec(name)));
+      })
+      .def("load_method", [](const PyProgram& p, const std::string& name) {
+        kiln::Result<kiln::Method> method = [&] {
+          nb::gil_scoped_release release;
+          return p.program->load_method(name);
+        }();
+        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}};
+      }, nb::rv_policy::take_ownership)
+      .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
+      .def_prop_ro("producer", [](const PyProgram& p) { return p.program->producer(); })
+      .def_prop_ro("borrows_buffer", [](const PyProgram& p) { return p.borrowed != nullptr; });
+
+  nb::class_<PyMethod>(m, "Method")
+      .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
+      .def("run", &run_method);
+
+  m.def("load_file", [](const std::string& path, uint64_t max_arena_bytes) {
+    kiln::LoadOptions options;
+    options.max_arena_bytes = max_arena_bytes;
+    kiln::Result<kiln::Program> program = [&] {
+      nb::gil_scoped_release release;
+      return kiln::Program::load(path, options);
+    }();
+    return PyProgram{std::make_shared<kiln::Program>(unwrap(std::move(program))), nullptr};
+  });
+  m.def("load_buffer", &load_buffer);
+
+  m.def("registered_kernels", [] { return kernels_list(kiln::registered_kernels()); });
+  m.def("registered_backends", [] { return backends_list(kiln::registered_backends()); });
+  m.def("registration_failures", [] {
+    nb::list out;
+    for (const auto& f : kiln::registration_failures()) {
+      out.append(nb::make_tuple(f.what, f.library, kiln::error_name(f.status.code()), f.status.message()));
+    }
+    return out;
+  });
+  m.def("load_library", [](const std::string& path) {
+    kiln::LibraryInfo info = unwrap(kiln::load_library(path));
+    return nb::make_tuple(info.path, kernels_list(info.kernels), backends_list(info.backends));
+  });
+  m.def("runtime_library_path", &kiln::runtime_library_path);
+  m.def("num_threads", &kiln::num_threads);
+  m.def("set_num_threads", [](int n) {
+    nb::gil_scoped_release release;
+    kiln::set_num_threads(n);
+  });
+  m.def("error_names", [] {
+    std::vector<std::string> names;
+    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::Internal); ++e) {
+      names.push_back(kiln::error_name(static_cast<kiln::Error>(e)));
+    }
+    return names;
+  });
+}

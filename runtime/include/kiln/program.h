@@ -1,0 +1,101 @@
+// Program and Method: load a .kiln file, verify it, and run its methods.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/api.h"
+#include "kiln/error.h"
+#include "kiln/span.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+namespace internal {
+struct ProgramData;
+struct MethodState;
+}  // namespace internal
+
+struct TensorSpec {
+  std::string name;
+  ScalarType dtype = ScalarType::Float32;
+  // Largest sizes; a dimension listed in dynamic_dims may be smaller at run time.
+  std::vector<int64_t> sizes;
+  std::vector<int> dynamic_dims;
+};
+
+struct MethodSpec {
+  std::string name;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<uint64_t> arena_sizes;   // planned activation memory, bytes per arena
+  size_t num_instructions = 0;
+};
+
+struct LoadOptions {
+  // Refuse methods whose planned arenas add up to more than this many bytes.
+  uint64_t max_arena_bytes = uint64_t{4} << 30;
+};
+
+class Method;
+
+class KILN_API Program {
+ public:
+  // Memory-maps the file; constant data is used in place.
+  static Result<Program> load(const std::string& path, const LoadOptions& options = {});
+  // Uses `data` in place when it is 64-byte aligned (the caller keeps it alive
+  // and unchanged while the program or any method lives); otherwise copies it.
+  static Result<Program> load_from_buffer(const void* data, size_t size,
+                                          const LoadOptions& options = {});
+
+  std::vector<std::string> method_names() const;
+  Result<MethodSpec> method_spec(const std::string& name) const;
+  // Resolves every kernel and backend, allocates the planned arenas once, and
+  // runs kernel prepare functions. Fails here, not in the middle of a run.
+  Result<Method> load_method(const std::string& name) const;
+
+  size_t size_bytes() const;
+  std::string producer() const;
+
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+  ~Program();
+
+ private:
+  explicit Program(std::shared_ptr<const internal::ProgramData> data);
+  std::shared_ptr<const internal::ProgramData> data_;
+};
+
+class KILN_API Method {
+ public:
+  const MethodSpec& spec() const;
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+
+  // Binds input `index` to the caller's memory without copying. The tensor must
+  // match the input's dtype and sizes (dynamic dims within their bounds) and
+  // stay alive until execute() returns.
+  Status set_input(size_t index, const Tensor& input);
+  // Runs every instruction. Allocates nothing.
+  Status execute();
+  // Output `index` of the last execute(); its bytes live in the method's arena
+  // and are overwritten by the next execute(). Precondition: index < num_outputs().
+  const Tensor& output(size_t index) const;
+
+  // set_input for each input, then execute(); returns views of the outputs.
+  Result<std::vector<Tensor>> run(Span<const Tensor> inputs);
+
+  Method(Method&&) noexcept;
+  Method& operator=(Method&&) noexcept;
+  ~Method();
+
+ private:
+  friend class Program;
+  explicit Method(std::unique_ptr<internal::MethodState> state);
+  std::unique_ptr<internal::MethodState> state_;
+};
+
+}  // namespace kiln

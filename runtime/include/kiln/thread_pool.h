@@ -1,0 +1,34 @@
+// The runtime-owned thread pool that every kernel and backend shares.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "kiln/api.h"
+
+namespace kiln {
+
+// Number of threads that parallel_for uses (the caller's thread included).
+KILN_API int num_threads() noexcept;
+// Sets the pool size; n < 1 means "one per available core". Must not be called
+// from inside parallel_for.
+KILN_API void set_num_threads(int n) noexcept;
+
+namespace internal {
+using RangeFn = void (*)(void* closure, int64_t begin, int64_t end);
+KILN_API void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* closure) noexcept;
+}  // namespace internal
+
+// Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain`
+// long (but the last), and returns when all are done. Nested calls run inline.
+// `fn` must not throw.
+template <typename F>
+void parallel_for(int64_t n, int64_t grain, F&& fn) noexcept {
+  using Fn = std::remove_reference_t<F>;
+  internal::parallel_for_impl(
+      n, grain,
+      [](void* closure, int64_t begin, int64_t end) { (*static_cast<Fn*>(closure))(begin, end); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+// ProgramData: a verified program shared by the Program handle and its Methods.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kiln/program.h"
+#include "loader/program_file.h"
+#include "program_generated.h"
+
+namespace kiln::internal {
+
+struct ProgramData {
+  std::unique_ptr<ProgramBytes> bytes;
+  FileHeader header;
+  LoadOptions options;
+  // Valid only after verify_program() succeeded: from then on every index and
+  // byte range in the program is known to be in bounds.
+  const schema::Program* program = nullptr;
+  std::vector<MethodSpec> specs;  // one per method, in file order
+
+  const uint8_t* segments_base() const { return bytes->data() + header.segments_offset; }
+};
+
+// Runs the FlatBuffers verifier and then kiln's semantic checks (see
+// verifier.cpp). On success sets `program` and `specs`.
+Status verify_program(ProgramData& data);
+
+// Bytes of a tensor at its declared (largest) sizes; verify_program has
+// checked that this does not overflow.
+uint64_t declared_nbytes(const schema::Tensor& t);
+
+}  // namespace kiln::internal

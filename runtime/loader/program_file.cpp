@@ -1,0 +1,119 @@
+// Reading the .kiln header, and mapping or copying the file's bytes.
+#include "loader/program_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::internal {
+namespace {
+
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));  // the format is little-endian, like every supported host
+  return v;
+}
+uint64_t read_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// [offset, offset + length) lies inside [0, size) without overflow.
+bool region_fits(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+}  // namespace
+
+Result<FileHeader> parse_header(const uint8_t* data, size_t size) {
+  KILN_CHECK_OR_RETURN(size >= kHeaderSize, InvalidProgram,
+                       "file is %zu bytes, smaller than the %zu-byte header", size, kHeaderSize);
+  KILN_CHECK_OR_RETURN(std::memcmp(data, kMagic, sizeof(kMagic)) == 0, InvalidProgram,
+                       "not a kiln program (bad magic at offset 0)");
+  FileHeader h;
+  h.format_version = read_u32(data + 8);
+  uint32_t header_size = read_u32(data + 12);
+  h.flatbuffer_offset = read_u64(data + 16);
+  h.flatbuffer_size = read_u64(data + 24);
+  h.segments_offset = read_u64(data + 32);
+  h.segments_size = read_u64(data + 40);
+  h.file_size = read_u64(data + 48);
+  KILN_CHECK_OR_RETURN(h.format_version == kFormatVersion, InvalidProgram,
+                       "format version %u is not supported (this runtime reads version %u)",
+                       h.format_version, kFormatVersion);
+  KILN_CHECK_OR_RETURN(header_size == kHeaderSize, InvalidProgram, "header size %u, expected %zu",
+                       header_size, kHeaderSize);
+  KILN_CHECK_OR_RETURN(h.file_size == size, InvalidProgram,
+                       "header says the file is %llu bytes but it is %zu (truncated or padded?)",
+                       static_cast<unsigned long long>(h.file_size), size);
+  KILN_CHECK_OR_RETURN(h.flatbuffer_offset >= kHeaderSize && h.flatbuffer_offset % 8 == 0 &&
+                           region_fits(h.flatbuffer_offset, h.flatbuffer_size, size),
+                       InvalidProgram, "program table [%llu, +%llu) lies outside the %zu-byte file",
+                       static_cast<unsigned long long>(h.flatbuffer_offset),
+                       static_cast<unsigned long long>(h.flatbuffer_size), size);
+  // FlatBuffers addresses at most 2 GiB; larger claims are corrupt.
+  KILN_CHECK_OR_RETURN(h.flatbuffer_size >= 8 && h.flatbuffer_size < (uint64_t{1} << 31), InvalidProgram,
+                       "program table size %llu is out of range",
+                       static_cast<unsigned long long>(h.flatbuffer_size));
+  KILN_CHECK_OR_RETURN(h.segments_offset % kSegmentAlignment == 0 &&
+                           h.segments_offset >= h.flatbuffer_offset + h.flatbuffer_size &&
+                           region_fits(h.segments_offset, h.segments_size, size),
+                       InvalidProgram, "segment area [%llu, +%llu) is misplaced in the %zu-byte file",
+                       static_cast<unsigned long long>(h.segments_offset),
+                       static_cast<unsigned long long>(h.segments_size), size);
+  return h;
+}
+
+Result<std::unique_ptr<ProgramBytes>> ProgramBytes::map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    return Status(err == ENOENT ? Error::NotFound : Error::IoError,
+                  format("cannot open '%s': %s", path.c_str(), std::strerror(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status(Error::IoError, format("'%s' is not a regular file", path.c_str()));
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return Status(Error::InvalidProgram, format("'%s' is empty", path.c_str()));
+  }
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (addr == MAP_FAILED) {
+    return Status(Error::IoError, format("cannot map '%s': %s", path.c_str(), std::strerror(err)));
+  }
+  return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Mapped, static_cast<const uint8_t*>(addr), size));
+}
+
+Result<std::unique_ptr<ProgramBytes>> ProgramBytes::from_buffer(const void* data, size_t size) {
+  KILN_CHECK_OR_RETURN(data != nullptr || size == 0, InvalidArgument, "null buffer of %zu bytes", size);
+  if (reinterpret_cast<uintptr_t>(data) % kSegmentAlignment == 0 && data != nullptr) {
+    return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Borrowed, static_cast<const uint8_t*>(data), size));
+  }
+  size_t rounded = (size + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
+  void* copy = std::aligned_alloc(kSegmentAlignment, rounded == 0 ? kSegmentAlignment : rounded);
+  KILN_CHECK_OR_RETURN(copy != nullptr, OutOfMemory, "cannot copy a %zu-byte program", size);
+  if (size > 0) std::memcpy(copy, data, size);
+  return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Owned, static_cast<const uint8_t*>(copy), size));
+}
+
+ProgramBytes::~ProgramBytes() {
+  if (kind_ == Kind::Mapped) {
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  } else if (kind_ == Kind::Owned) {
+    std::free(const_cast<uint8_t*>(data_));
+  }
+}
+
+}  // namespace kiln::internal

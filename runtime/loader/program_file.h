@@ -1,0 +1,53 @@
+// The bytes of a .kiln file (mapped, borrowed or copied) and its fixed header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kiln/error.h"
+
+namespace kiln::internal {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'R', 'G', '\0'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderSize = 64;
+constexpr size_t kSegmentAlignment = 64;
+
+// The header fields after validation: every region lies inside the file.
+struct FileHeader {
+  uint32_t format_version = 0;
+  uint64_t flatbuffer_offset = 0;
+  uint64_t flatbuffer_size = 0;
+  uint64_t segments_offset = 0;
+  uint64_t segments_size = 0;
+  uint64_t file_size = 0;
+};
+
+// Checks magic, version and that the regions the header names fit the actual
+// `size` before anything else reads the file.
+Result<FileHeader> parse_header(const uint8_t* data, size_t size);
+
+// Owns (or borrows) the program bytes; the address is 64-byte aligned.
+class ProgramBytes {
+ public:
+  static Result<std::unique_ptr<ProgramBytes>> map_file(const std::string& path);
+  // Borrows `data` when 64-byte aligned, else copies it into aligned memory.
+  static Result<std::unique_ptr<ProgramBytes>> from_buffer(const void* data, size_t size);
+  ~ProgramBytes();
+  ProgramBytes(const ProgramBytes&) = delete;
+  ProgramBytes& operator=(const ProgramBytes&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  enum class Kind { Mapped, Owned, Borrowed };
+  ProgramBytes(Kind kind, const uint8_t* data, size_t size) : kind_(kind), data_(data), size_(size) {}
+  Kind kind_;
+  const uint8_t* data_;
+  size_t size_;
+};
+
+}  // namespace kiln::internal

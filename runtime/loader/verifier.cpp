@@ -1,0 +1,357 @@
+// Verification of a loaded program: structure (FlatBuffers verifier), then
+// meaning (indices, byte ranges, sizes, limits). Validate at load, trust at
+// execute: the executor relies on every check made here.
+#include <flatbuffers/flatbuffers.h>
+
+#include <limits>
+#include <set>
+#include <string>
+
+#include "loader/program_data.h"
+
+namespace kiln::internal {
+namespace {
+
+using schema::TensorStorage;
+using schema::ValueKind;
+
+// A product of sizes times the element size, or false on overflow past 2^62.
+bool checked_nbytes(const flatbuffers::Vector<int64_t>* sizes, size_t item, uint64_t* out) {
+  constexpr uint64_t kLimit = uint64_t{1} << 62;
+  uint64_t n = item;
+  if (sizes != nullptr) {
+    for (int64_t s : *sizes) {
+      if (s < 0) return false;
+      if (s != 0 && n > kLimit / static_cast<uint64_t>(s)) return false;
+      n *= static_cast<uint64_t>(s);
+    }
+  }
+  *out = n;
+  return true;
+}
+
+bool range_fits(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+struct MethodChecker {
+  const ProgramData& data;
+  const schema::Method& m;
+  std::string where;  // "method 'forward'"
+  size_t num_values = 0;
+
+  Status fail(const std::string& what) const {
+    return Status(Error::InvalidProgram, where + ": " + what);
+  }
+
+  const schema::Tensor* tensor_at(uint32_t index) const {
+    const schema::Value* v = m.values()->Get(index);
+    return v->value_type() == ValueKind::Tensor ? v->value_as_Tensor() : nullptr;
+  }
+
+  Status check_tensor(size_t index, const schema::Tensor& t) const {
+    std::string tw = "value " + std::to_string(index) + " (tensor)";
+    auto dtype = static_cast<ScalarType>(t.dtype());
+    size_t item = element_size(dtype);
+    if (item == 0) return fail(tw + " has unknown dtype " + std::to_string(static_cast<int>(t.dtype())));
+    size_t ndim = t.sizes() ? t.sizes()->size() : 0;
+    if (ndim > static_cast<size_t>(kMaxDims)) {
+      return fail(tw + format(" has %zu dims, at most %d are supported", ndim, kMaxDims));
+    }
+    uint64_t nbytes = 0;
+    if (!checked_nbytes(t.sizes(), item, &nbytes)) {
+      return fail(tw + " has a negative size or a size product that overflows");
+    }
+    if (t.dim_order() != nullptr) {
+      if (t.dim_order()->size() != ndim) return fail(tw + " has a dim_order of the wrong length");
+      for (size_t i = 0; i < ndim; ++i) {
+        if (t.dim_order()->Get(static_cast<flatbuffers::uoffset_t>(i)) != i) {
+          return Status(Error::NotSupported, where + ": " + tw + " is not in contiguous (identity) dim order");
+        }
+      }
+    }
+    if (t.dynamic_dims() != nullptr) {
+      for (uint8_t d : *t.dynamic_dims()) {
+        if (d >= ndim) return fail(tw + format(" names dynamic dim %u of a %zu-D tensor", d, ndim));
+      }
+    }
+    switch (t.storage()) {
+      case TensorStorage::Constant: {
+        const auto* segments = data.program->segments();
+        if (segments == nullptr || t.segment() >= segments->size()) {
+          return fail(tw + format(" uses constant segment %u, the program has %u", t.segment(),
+                                  segments ? segments->size() : 0));
+        }
+        uint64_t seg_size = segments->Get(t.segment())->size();
+        if (!range_fits(t.segment_offset(), nbytes, seg_size)) {
+          return fail(tw + format(" needs %llu bytes at offset %llu of segment %u, which holds %llu",
+                                  (unsigned long long)nbytes, (unsigned long long)t.segment_offset(),
+                                  t.segment(), (unsigned long long)seg_size));
+        }
+        if (t.segment_offset() % item != 0) return fail(tw + " is misaligned in its segment");
+        break;
+      }
+      case TensorStorage::Planned: {
+        const auto* arenas = m.arena_sizes();
+        if (arenas == nullptr || t.arena() >= arenas->size()) {
+          return fail(tw + format(" uses arena %u, the method has %u", t.arena(), arenas ? arenas->size() : 0));
+        }
+        uint64_t arena_size = arenas->Get(t.arena());
+        if (!range_fits(t.arena_offset(), nbytes, arena_size)) {
+          return fail(tw + format(" needs %llu bytes at offset %llu of arena %u, which holds %llu",
+                                  (unsigned long long)nbytes, (unsigned long long)t.arena_offset(), t.arena(),
+                                  (unsigned long long)arena_size));
+        }
+        if (t.arena_offset() % item != 0) return fail(tw + " is misaligned in its arena");
+        break;
+      }
+      case TensorStorage::Bound:
+        break;
+      default:
+        return fail(tw + format(" has unknown storage kind %d", static_cast<int>(t.storage())));
+    }
+    return Status::ok();
+  }
+
+  Status check_value(size_t index) const {
+    const schema::Value* v = m.values()->Get(static_cast<flatbuffers::uoffset_t>(index));
+    std::string vw = "value " + std::to_string(index);
+    switch (v->value_type()) {
+      case ValueKind::None:
+      case ValueKind::Int:
+      case ValueKind::Double:
+      case ValueKind::Bool:
+      case ValueKind::IntList:
+      case ValueKind::DoubleList:
+      case ValueKind::BoolList:
+        if (v->value() == nullptr) return fail(vw + " is empty");
+        return Status::ok();
+      case ValueKind::String:
+        if (v->value_as_String()->value() == nullptr) return fail(vw + " is a string without text");
+        return Status::ok();
+      case ValueKind::Tensor:
+        return check_tensor(index, *v->value_as_Tensor());
+      case ValueKind::TensorList: {
+        const auto* items = v->value_as_TensorList()->items();
+        if (items == nullptr) return Status::ok();
+        for (uint32_t item : *items) {
+          if (item >= num_values) return fail(vw + format(" lists value %u of %zu", item, num_values));
+          auto kind = m.values()->Get(item)->value_type();
+          if (kind != ValueKind::Tensor && kind != ValueKind::None) {
+            return fail(vw + format(" lists value %u, which is not a tensor", item));
+          }
+        }
+        return Status::ok();
+      }
+      default:
+        return fail(vw + format(" has unknown kind %d", static_cast<int>(v->value_type())));
+    }
+  }
+
+  // Arguments may be any value; results must be planned tensors (never
+  // constants, which are read-only mappings, nor caller-owned inputs).
+  Status check_call(const std::string& iw, const flatbuffers::Vector<uint32_t>* inputs,
+                    const flatbuffers::Vector<uint32_t>* outputs) const {
+    if (inputs != nullptr) {
+      for (uint32_t i : *inputs) {
+        if (i >= num_values) return fail(iw + format(" reads value %u of %zu", i, num_values));
+      }
+    }
+    if (outputs != nullptr) {
+      for (uint32_t o : *outputs) {
+        if (o >= num_values) return fail(iw + format(" writes value %u of %zu", o, num_values));
+        const schema::Tensor* t = tensor_at(o);
+        if (t == nullptr || t->storage() != TensorStorage::Planned) {
+          return fail(iw + format(" writes value %u, which is not a planned tensor", o));
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  Status check_instructions() const {
+    const auto* instructions = m.instructions();
+    if (instructions == nullptr) return Status::ok();
+    size_t num_ops = m.operators() ? m.operators()->size() : 0;
+    size_t num_delegates = m.delegates() ? m.delegates()->size() : 0;
+    for (flatbuffers::uoffset_t i = 0; i < instructions->size(); ++i) {
+      const schema::Instruction* ins = instructions->Get(i);
+      std::string iw = "instruction " + std::to_string(i);
+      switch (ins->instruction_type()) {
+        case schema::InstructionKind::KernelCall: {
+          const auto* call = ins->instruction_as_KernelCall();
+          if (call->op() >= num_ops) return fail(iw + format(" calls operator %u of %zu", call->op(), num_ops));
+          KILN_RETURN_IF_ERROR(check_call(iw, call->inputs(), call->outputs()));
+          break;
+        }
+        case schema::InstructionKind::BackendCall: {
+          const auto* call = ins->instruction_as_BackendCall();
+          if (call->delegate() >= num_delegates) {
+            return fail(iw + format(" calls delegate %u of %zu", call->delegate(), num_delegates));
+          }
+          KILN_RETURN_IF_ERROR(check_call(iw, call->inputs(), call->outputs()));
+          break;
+        }
+        case schema::InstructionKind::Move: {
+          const auto* mv = ins->instruction_as_Move();
+          if (mv->src() >= num_values || mv->dst() >= num_values) return fail(iw + " moves a value out of range");
+          const schema::Tensor* src = tensor_at(mv->src());
+          const schema::Tensor* dst = tensor_at(mv->dst());
+          if (src == nullptr || dst == nullptr || dst->storage() != TensorStorage::Planned) {
+            return fail(iw + " must move a tensor into a planned tensor");
+          }
+          if (src->dtype() != dst->dtype() || declared_nbytes(*src) > declared_nbytes(*dst)) {
+            return fail(iw + " moves a tensor into one of another dtype or smaller capacity");
+          }
+          break;
+        }
+        default:
+          return fail(iw + " has an unknown kind");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status check_arenas() const {
+    const auto* arenas = m.arena_sizes();
+    if (arenas == nullptr) return Status::ok();
+    uint64_t total = 0;
+    for (uint64_t a : *arenas) {
+      if (a > data.options.max_arena_bytes || total > data.options.max_arena_bytes - a) {
+        return Status(Error::OutOfMemory,
+                      where + format(": planned memory exceeds the limit of %llu bytes "
+                                     "(LoadOptions::max_arena_bytes)",
+                                     (unsigned long long)data.options.max_arena_bytes));
+      }
+      total += a;
+    }
+    return Status::ok();
+  }
+
+  Result<MethodSpec> check() {
+    if (m.name() == nullptr || m.values() == nullptr) return fail("has no name or no value table");
+    num_values = m.values()->size();
+    if (m.operators() != nullptr) {
+      for (const auto* op : *m.operators()) {
+        if (op->name() == nullptr) return fail("has an operator without a name");
+      }
+    }
+    if (m.delegates() != nullptr) {
+      size_t num_segments = data.program->segments() ? data.program->segments()->size() : 0;
+      for (const auto* d : *m.delegates()) {
+        if (d->backend() == nullptr) return fail("has a delegate without a backend name");
+        if (d->segment() >= num_segments) return fail(format("has a delegate in segment %u of %zu", d->segment(), num_segments));
+        if (d->compile_specs() != nullptr) {
+          for (const auto* spec : *d->compile_specs()) {
+            if (spec->key() == nullptr) return fail("has a compile spec without a key");
+          }
+        }
+      }
+    }
+    KILN_RETURN_IF_ERROR(check_arenas());
+    for (size_t i = 0; i < num_values; ++i) KILN_RETURN_IF_ERROR(check_value(i));
+    KILN_RETURN_IF_ERROR(check_instructions());
+
+    MethodSpec spec;
+    spec.name = m.name()->str();
+    size_t num_inputs = m.inputs() ? m.inputs()->size() : 0;
+    size_t num_outputs = m.outputs() ? m.outputs()->size() : 0;
+    if (m.input_names() && m.input_names()->size() != num_inputs) return fail("input_names does not match inputs");
+    if (m.output_names() && m.output_names()->size() != num_outputs) return fail("output_names does not match outputs");
+    std::set<uint32_t> bound_inputs;
+    auto make_spec = [&](uint32_t index, const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* names,
+                         size_t position, const char* prefix) {
+      const schema::Tensor* t = tensor_at(index);
+      TensorSpec ts;
+      const flatbuffers::String* name = names ? names->Get(static_cast<flatbuffers::uoffset_t>(position)) : nullptr;
+      ts.name = name ? name->str() : prefix + std::to_string(position);
+      ts.dtype = static_cast<ScalarType>(t->dtype());
+      if (t->sizes()) ts.sizes.assign(t->sizes()->begin(), t->sizes()->end());
+      if (t->dynamic_dims()) ts.dynamic_dims.assign(t->dynamic_dims()->begin(), t->dynamic_dims()->end());
+      return ts;
+    };
+    for (size_t i = 0; i < num_inputs; ++i) {
+      uint32_t index = m.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (index >= num_values || tensor_at(index) == nullptr || tensor_at(index)->storage() != TensorStorage::Bound) {
+        return fail(format("input %zu is not a bound tensor value", i));
+      }
+      if (!bound_inputs.insert(index).second) return fail(format("input %zu repeats value %u", i, index));
+      spec.inputs.push_back(make_spec(index, m.input_names(), i, "input_"));
+    }
+    // A bound tensor that no input binds would be read with no data behind it.
+    for (size_t i = 0; i < num_values; ++i) {
+      const schema::Tensor* t = tensor_at(static_cast<uint32_t>(i));
+      if (t != nullptr && t->storage() == TensorStorage::Bound && !bound_inputs.count(static_cast<uint32_t>(i))) {
+        return fail(format("value %zu is a bound tensor that is not a method input", i));
+      }
+    }
+    for (size_t i = 0; i < num_outputs; ++i) {
+      uint32_t index = m.outputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (index >= num_values || tensor_at(index) == nullptr) return fail(format("output %zu is not a tensor value", i));
+      spec.outputs.push_back(make_spec(index, m.output_names(), i, "output_"));
+    }
+    if (m.arena_sizes()) spec.arena_sizes.assign(m.arena_sizes()->begin(), m.arena_sizes()->end());
+    spec.num_instructions = m.instructions() ? m.instructions()->size() : 0;
+    return spec;
+  }
+};
+
+}  // namespace
+
+uint64_t declared_nbytes(const schema::Tensor& t) {
+  uint64_t n = 0;
+  checked_nbytes(t.sizes(), element_size(static_cast<ScalarType>(t.dtype())), &n);
+  return n;
+}
+
+Status verify_program(ProgramData& data) {
+  const uint8_t* fb = data.bytes->data() + data.header.flatbuffer_offset;
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = 32;
+  opts.max_tables = 4'000'000;
+  opts.check_alignment = true;
+  flatbuffers::Verifier verifier(fb, static_cast<size_t>(data.header.flatbuffer_size), opts);
+  if (!schema::VerifyProgramBuffer(verifier)) {
+    return Status(Error::InvalidProgram, "the program table is corrupt (FlatBuffers verification failed)");
+  }
+  data.program = schema::GetProgram(fb);
+  const auto* segments = data.program->segments();
+  if (segments != nullptr) {
+    for (flatbuffers::uoffset_t i = 0; i < segments->size(); ++i) {
+      const schema::Segment* s = segments->Get(i);
+      if (s->offset() % kSegmentAlignment != 0 || !range_fits(s->offset(), s->size(), data.header.segments_size)) {
+        data.program = nullptr;
+        return Status(Error::InvalidProgram,
+                      format("segment %u [%llu, +%llu) is misaligned or outside the %llu-byte segment area", i,
+                             (unsigned long long)s->offset(), (unsigned long long)s->size(),
+                             (unsigned long long)data.header.segments_size));
+      }
+    }
+  }
+  const auto* methods = data.program->methods();
+  if (methods == nullptr || methods->size() == 0) {
+    data.program = nullptr;
+    return Status(Error::InvalidProgram, "the program has no methods");
+  }
+  std::set<std::string> names;
+  std::vector<MethodSpec> specs;
+  for (flatbuffers::uoffset_t i = 0; i < methods->size(); ++i) {
+    const schema::Method* m = methods->Get(i);
+    MethodChecker checker{data, *m, "method " + std::to_string(i)};
+    if (m->name() != nullptr) checker.where = "method '" + m->name()->str() + "'";
+    Result<MethodSpec> spec = checker.check();
+    if (!spec.ok()) {
+      data.program = nullptr;
+      return spec.status();
+    }
+    if (!names.insert(spec->name).second) {
+      data.program = nullptr;
+      return Status(Error::InvalidProgram, "two methods are named '" + spec->name + "'");
+    }
+    specs.push_back(std::move(spec).value());
+  }
+  data.specs = std::move(specs);
+  return Status::ok();
+}
+
+}  // namespace kiln::internal

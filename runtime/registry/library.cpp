@@ -1,0 +1,79 @@
+// Loading plugin libraries that register kernels and backends, and locating the runtime.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <mutex>
+
+#include "kiln/log.h"
+#include "kiln/registry.h"
+#include "registry/registry_internal.h"
+
+namespace kiln {
+
+namespace {
+std::mutex g_library_mutex;
+struct LoadedLibrary {
+  LibraryInfo info;
+  Status status;  // the answer the first load gave
+};
+// dlopen handle -> what that library registered, so a second load is answered the same.
+std::map<void*, LoadedLibrary>& loaded_libraries() {
+  static auto* libs = new std::map<void*, LoadedLibrary>();
+  return *libs;
+}
+}  // namespace
+
+Result<LibraryInfo> load_library(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_library_mutex);
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) {
+    return Status(Error::NotFound, format("library '%s' does not exist", path.c_str()));
+  }
+  size_t first = internal::registration_count();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return Status(Error::InvalidArgument,
+                  format("cannot load library '%s': %s", path.c_str(), err ? err : "unknown error"));
+  }
+  auto known = loaded_libraries().find(handle);
+  if (known != loaded_libraries().end()) {
+    dlclose(handle);  // drop the extra reference; the library stays loaded
+    if (!known->second.status.is_ok()) return Status(known->second.status);
+    return known->second.info;
+  }
+
+  LibraryInfo info;
+  info.path = path;
+  Status first_failure;
+  for (const auto& rec : internal::registrations_since(first)) {
+    if (!rec.accepted) {
+      log(LogLevel::Error, "%s", rec.failure.status.message().c_str());
+      if (first_failure.is_ok()) first_failure = rec.failure.status;
+    } else if (rec.is_kernel) {
+      info.kernels.push_back(rec.kernel);
+    } else {
+      info.backends.push_back(rec.backend);
+    }
+  }
+  // Static initializers already ran: the library cannot be unloaded safely
+  // (its accepted registrations point into it), so it stays loaded either way.
+  Status status;
+  if (!first_failure.is_ok()) {
+    status = Status(first_failure.code(),
+                    format("loading '%s': %s", path.c_str(), first_failure.message().c_str()));
+  } else if (info.kernels.empty() && info.backends.empty()) {
+    status = Status(Error::InvalidArgument,
+                    format("library '%s' registered no kernel and no backend", path.c_str()));
+  }
+  loaded_libraries().emplace(handle, LoadedLibrary{info, status});
+  if (!status.is_ok()) return status;
+  return info;
+}
+
+std::string runtime_library_path() {
+  return internal::library_of(reinterpret_cast<const void*>(&runtime_library_path));
+}
+
+}  // namespace kiln
