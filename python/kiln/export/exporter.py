@@ -1,0 +1,210 @@
+"""The export driver: torch.export -> decompositions -> passes -> lowering -> file.
+
+    ep = torch.export.export(module.eval(), args, strict=False)
+    ep = ep.run_decompositions(decomposition_table())
+    PassManager(default_passes()).run(ctx)        # per method
+    find_unsupported(...)                         # all methods, before writing
+    lower_method(ctx, pool)                       # shared ConstantPool = dedup
+    write_program(...)                            # temp file + rename
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..errors import ExportError, UnsupportedOperatorError
+from .constants import ConstantPool
+from .decompositions import decomposition_table
+from .ir import ProgramIR
+from .lowering import find_unsupported, format_unsupported, lower_method
+from .passes import default_passes
+from .passes.manager import PassContext, PassManager
+from .report import ExportReport, MethodReport
+from .serialize import write_program
+
+_WRAPPED = "model"  # attribute under which a non-forward method's module is wrapped
+
+
+class _MethodModule(torch.nn.Module):
+    """Exports `model.<name>` as if it were a forward()."""
+
+    def __init__(self, model: torch.nn.Module, name: str) -> None:
+        super().__init__()
+        setattr(self, _WRAPPED, model)
+        self._kiln_method = name
+
+    def forward(self, *args):
+        return getattr(getattr(self, _WRAPPED), self._kiln_method)(*args)
+
+
+def _producer() -> str:
+    kiln = sys.modules.get("kiln")
+    version = getattr(kiln, "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as dist_version
+
+            version = dist_version("kiln")
+        except Exception:
+            version = "dev"
+    return f"kiln {version} / torch {torch.__version__}"
+
+
+def _check_inputs(name: str, args) -> Tuple[torch.Tensor, ...]:
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if not isinstance(args, (tuple, list)):
+        raise ExportError(f"example inputs of method '{name}' must be a flat tuple of tensors, "
+                          f"got {type(args).__name__}")
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise ExportError(f"example input {i} of method '{name}' is a {type(a).__name__}; "
+                              "kiln methods take a flat tuple of tensors (no nested "
+                              "structures or Python scalars)")
+        if a.layout != torch.strided or a.device.type != "cpu":
+            raise ExportError(f"example input {i} of method '{name}' must be a dense CPU tensor")
+    return tuple(args)
+
+
+def _method_plan(model, example_inputs, methods) -> List[Tuple[str, Tuple[torch.Tensor, ...]]]:
+    plan: Dict[str, object] = {}
+    if methods is None:
+        if example_inputs is None:
+            raise ExportError("example_inputs is required when `methods` is not given")
+        plan["forward"] = example_inputs
+    else:
+        if not isinstance(methods, dict) or not methods:
+            raise ExportError("`methods` must be a non-empty dict {method name: example inputs}")
+        if example_inputs is not None and "forward" not in methods:
+            plan["forward"] = example_inputs
+        plan.update(methods)
+    for name in plan:
+        if not isinstance(name, str) or not name:
+            raise ExportError(f"method names must be non-empty strings, got {name!r}")
+        if not callable(getattr(model, name, None)):
+            raise ExportError(f"the model has no method '{name}'")
+    return [(name, _check_inputs(name, args)) for name, args in plan.items()]
+
+
+def _input_names(model, name: str, count: int, placeholders: Sequence[str]) -> List[str]:
+    try:
+        sig = inspect.signature(getattr(model, name))
+        params = [p.name for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) >= count:
+        return params[:count]
+    return list(placeholders)
+
+
+def _dynamic_shapes_for(dynamic_shapes, name: str, names: Sequence[str]):
+    if dynamic_shapes is None:
+        return None
+    if isinstance(dynamic_shapes, dict) and dynamic_shapes and set(dynamic_shapes) <= set(names):
+        return dynamic_shapes.get(name)
+    return dynamic_shapes if name == "forward" else None
+
+
+def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    module = model if name == "forward" else _MethodModule(model, name)
+    try:
+        ep = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
+    except Exception as e:
+        raise ExportError(f"torch.export failed for method '{name}': {type(e).__name__}: {e}") from e
+    try:
+        ep = ep.run_decompositions(decomposition_table())
+    except Exception as e:
+        raise ExportError(f"decomposing method '{name}' failed: {type(e).__name__}: {e}") from e
+
+    sig = ep.graph_signature
+    graph = ep.graph_module.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(sig.input_specs):
+        raise ExportError(f"internal: graph signature of method '{name}' does not match its graph")
+    constants, user_inputs = {}, []
+    for spec, node in zip(sig.input_specs, placeholders):
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            if spec.target in ep.state_dict:
+                tensor = ep.state_dict[spec.target]
+            elif spec.target in ep.constants:
+                tensor = ep.constants[spec.target]
+            else:
+                raise ExportError(f"internal: no data for constant '{spec.target}'")
+            if not isinstance(tensor, torch.Tensor):
+                raise ExportError(f"constant '{spec.target}' of method '{name}' is a "
+                                  f"{type(tensor).__name__}, not a tensor")
+            constants[node] = tensor.detach()
+        elif spec.kind == InputKind.USER_INPUT:
+            if not isinstance(node.meta.get("val"), torch.Tensor):
+                raise ExportError(f"input '{node.name}' of method '{name}' is not a tensor")
+            user_inputs.append(node)
+        else:
+            raise ExportError(f"method '{name}' has an input of kind {spec.kind.name} "
+                              f"('{node.name}'), which kiln does not support")
+    for spec in sig.output_specs:
+        if spec.kind != OutputKind.USER_OUTPUT:
+            what = getattr(spec, "target", None) or spec.arg
+            raise ExportError(f"method '{name}' mutates state ({spec.kind.name}: {what}); kiln "
+                              "programs are stateless. Export the model in eval mode without "
+                              "in-place updates of buffers or inputs")
+    ctx = PassContext(graph=graph, constants=constants, user_inputs=user_inputs, method=name,
+                      module_prefix="" if module is model else _WRAPPED + ".")
+    ctx.input_names = _input_names(model, name, len(user_inputs), [n.name for n in user_inputs])
+    return ctx
+
+
+def export_program(model, example_inputs, path, *, methods=None,
+                   dynamic_shapes=None) -> ExportReport:
+    start = time.perf_counter()
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"kiln.export.export expects a torch.nn.Module, got {type(model).__name__}")
+    if path is None:
+        raise ExportError("an output path is required")
+    plan = _method_plan(model, example_inputs, methods)
+    names = [n for n, _ in plan]
+
+    training = {m: m.training for m in model.modules()}
+    contexts: List[PassContext] = []
+    try:
+        model.eval()
+        for name, args in plan:
+            ctx = _trace(model, name, args, _dynamic_shapes_for(dynamic_shapes, name, names))
+            PassManager(default_passes()).run(ctx)
+            contexts.append(ctx)
+    finally:
+        for m, mode in training.items():
+            m.training = mode
+
+    unsupported = [(ctx.method, key, node, ctx.module_prefix)
+                   for ctx in contexts for key, node in find_unsupported(ctx)]
+    if unsupported:
+        error = UnsupportedOperatorError(format_unsupported(unsupported))
+        error.operators = sorted({key for _, key, _, _ in unsupported})
+        raise error
+
+    pool = ConstantPool()
+    method_irs = [lower_method(ctx, pool, ctx.input_names) for ctx in contexts]
+    program = ProgramIR(methods=method_irs, segments=pool.segments, producer=_producer())
+    path = os.fspath(path)
+    file_size = write_program(program, path)
+
+    report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
+                          num_segments=len(pool), constant_bytes=pool.total_bytes(),
+                          producer=program.producer)
+    for m in method_irs:
+        report.methods[m.name] = MethodReport(
+            name=m.name, num_instructions=len(m.instructions), operators=m.operator_keys(),
+            arena_bytes=sum(m.arena_sizes), naive_bytes=m.naive_bytes,
+            constant_bytes=sum(pool[s].nbytes for s in m.constant_segments()),
+            num_inputs=len(m.inputs), num_outputs=len(m.outputs))
+    report.export_seconds = time.perf_counter() - start
+    return report

@@ -1,0 +1,407 @@
+"""FX graph (after the passes) -> kiln IR (MethodIR), plus the memory plan.
+
+Every tensor of the graph becomes a TensorValue: user inputs are Bound,
+constants are Constant (their bytes go to the program-wide ConstantPool, which
+deduplicates them), everything else is Planned in arena 0. Every call becomes a
+KernelCall whose inputs are one value per schema argument (see operators.py
+for the argument conventions).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import struct
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+
+from ..errors import ExportError
+from . import ir
+from .constants import ConstantPool
+from .memory_plan import Lifetime, plan_memory
+from .operators import OP_SPECS, normalize_dims, op_key, split_key
+from .passes.manager import PassContext, bound_args
+
+_DTYPES = {
+    torch.float32: ir.FLOAT32, torch.float64: ir.FLOAT64, torch.int64: ir.INT64,
+    torch.int32: ir.INT32, torch.bool: ir.BOOL, torch.float16: ir.FLOAT16,
+    torch.bfloat16: ir.BFLOAT16, torch.uint8: ir.UINT8, torch.int8: ir.INT8,
+}
+# Constants of these dtypes are stored as float32 (docs/format.md).
+_WIDENED_CONSTANTS = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def kiln_dtype(dtype: torch.dtype, what: str = "") -> int:
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise ExportError(f"dtype {dtype} is not supported by kiln{' (' + what + ')' if what else ''}; "
+                          f"supported: {', '.join(str(d) for d in _DTYPES)}") from None
+
+
+# -- where a node comes from, for error messages ------------------------------------
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def module_path(node: fx.Node, prefix: str = "") -> Tuple[str, str]:
+    """(path like "layers.0.attn", class name) of the innermost nn.Module the
+    node was traced in; ("", "") if unknown."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, cls = list(stack.values())[-1]
+    path = str(path)
+    # Strict-mode spellings: L['self'].layers[0].attn -> layers.0.attn
+    path = path.replace("L['self'].", "").replace("L['self']", "")
+    path = path.replace("[", ".").replace("]", "").replace("'", "")
+    if prefix:
+        if path == prefix.rstrip("."):
+            path = ""
+        elif path.startswith(prefix):
+            path = path[len(prefix):]
+    cls = cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
+    return path, cls
+
+
+def user_frame(node: fx.Node) -> str:
+    """'file.py:12: code' of the innermost stack frame outside torch and kiln."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.splitlines()
+    best = ""
+    for i, line in enumerate(lines):
+        line = line.strip()
+        if not line.startswith('File "'):
+            continue
+        try:
+            filename = line.split('"', 2)[1]
+            lineno = line.split(", line ", 1)[1].split(",", 1)[0]
+        except IndexError:
+            continue
+        if filename.startswith(_TORCH_DIR) or filename.startswith(_KILN_DIR):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        best = f"{filename}:{lineno}" + (f": {code}" if code else "")
+    return best
+
+
+def describe_node(node: fx.Node, prefix: str = "") -> str:
+    path, cls = module_path(node, prefix)
+    where = f"module '{path}' ({cls})" if path else (f"the root module ({cls})" if cls else "")
+    frame = user_frame(node)
+    parts = [p for p in (where, f"at {frame}" if frame else "") if p]
+    return ", ".join(parts) if parts else f"node '{node.name}'"
+
+
+# -- unsupported operators --------------------------------------------------------
+
+def find_unsupported(ctx: PassContext) -> List[Tuple[str, fx.Node]]:
+    """(operator key, node) of every call kiln cannot run, in graph order."""
+    out = []
+    for node in ctx.graph.nodes:
+        if node.op == "call_function":
+            if node.target is operator.getitem:
+                continue
+            key = op_key(node.target)
+            if key not in OP_SPECS:
+                out.append((key, node))
+        elif node.op == "call_module":
+            out.append((f"call_module {node.target}", node))
+    return out
+
+
+def format_unsupported(found: Sequence[Tuple[str, str, fx.Node, str]], max_locations: int = 5) -> str:
+    """found: (method, key, node, module prefix) tuples."""
+    by_key: Dict[str, List[Tuple[str, fx.Node, str]]] = {}
+    for method, key, node, prefix in found:
+        by_key.setdefault(key, []).append((method, node, prefix))
+    lines = [f"the model uses {len(by_key)} operator(s) kiln cannot run "
+             f"({len(found)} call(s) in total); no file was written:"]
+    methods = {m for m, _, _, _ in found}
+    for key, uses in by_key.items():
+        lines.append(f"  {key}: {len(uses)} call(s)")
+        for method, node, prefix in uses[:max_locations]:
+            where = describe_node(node, prefix)
+            lines.append(f"    - {where}" + (f" [method '{method}']" if len(methods) > 1 else ""))
+        if len(uses) > max_locations:
+            lines.append(f"    - ... and {len(uses) - max_locations} more")
+    lines.append("supported operators are listed in kiln.export.operators.SUPPORTED_OPERATORS")
+    return "\n".join(lines)
+
+
+# -- lowering -----------------------------------------------------------------------
+
+def _arg_kind(t) -> str:
+    """Coarse category of a schema argument type."""
+    if isinstance(t, torch._C.OptionalType):
+        t = t.getElementType()
+    if isinstance(t, torch._C.TensorType):
+        return "tensor"
+    if isinstance(t, torch._C.ListType):
+        e = t.getElementType()
+        if isinstance(e, torch._C.OptionalType):
+            e = e.getElementType()
+        if isinstance(e, torch._C.TensorType):
+            return "tensor_list"
+        if isinstance(e, (torch._C.IntType, torch._C.SymIntType)):
+            return "int_list"
+        if isinstance(e, torch._C.FloatType):
+            return "float_list"
+        if isinstance(e, torch._C.BoolType):
+            return "bool_list"
+        return "list"
+    if isinstance(t, torch._C.FloatType):
+        return "float"
+    if isinstance(t, (torch._C.IntType, torch._C.SymIntType)):
+        return "int"
+    if isinstance(t, torch._C.BoolType):
+        return "bool"
+    return "other"
+
+
+def _double_key(x: float) -> bytes:
+    return struct.pack("<d", float(x))
+
+
+class _MethodLowering:
+    def __init__(self, ctx: PassContext, pool: ConstantPool, input_names: Sequence[str]):
+        self.ctx = ctx
+        self.pool = pool
+        self.m = ir.MethodIR(name=ctx.method)
+        self.input_names = list(input_names)
+        self.tensor_of: Dict[fx.Node, int] = {}
+        self.multi_out: Dict[fx.Node, List[int]] = {}
+        self.scalar_cache: Dict[tuple, int] = {}
+        self.const_cache: Dict[tuple, int] = {}
+        self.op_index: Dict[Tuple[str, str], int] = {}
+        self.producer: Dict[int, int] = {}        # planned value -> instruction
+        self.last_use: Dict[int, int] = {}        # value -> last instruction reading it
+
+    # values -------------------------------------------------------------------------
+    def _add(self, value) -> int:
+        self.m.values.append(value)
+        return len(self.m.values) - 1
+
+    def scalar(self, kind: str, value=None) -> int:
+        if kind in ("Double",):
+            key = (kind, _double_key(value))
+        elif kind == "DoubleList":
+            key = (kind, tuple(_double_key(v) for v in value))
+        elif isinstance(value, list):
+            key = (kind, tuple(value))
+        else:
+            key = (kind, value)
+        index = self.scalar_cache.get(key)
+        if index is None:
+            stored = tuple(value) if isinstance(value, list) else value
+            index = self.scalar_cache[key] = self._add(ir.ScalarValue(kind, stored))
+        return index
+
+    def constant(self, tensor: torch.Tensor, name: str = "") -> int:
+        tensor = tensor.detach()
+        if tensor.layout != torch.strided or tensor.is_quantized:
+            raise ExportError(f"constant '{name}' has layout {tensor.layout}; kiln stores dense "
+                              "tensors only")
+        tensor = tensor.to(_WIDENED_CONSTANTS.get(tensor.dtype, tensor.dtype))
+        dtype = kiln_dtype(tensor.dtype, f"constant '{name}'")
+        data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+        segment = self.pool.add(data)
+        sizes = [int(s) for s in tensor.shape]
+        key = (segment, dtype, tuple(sizes))
+        index = self.const_cache.get(key)
+        if index is None:
+            index = self.const_cache[key] = self._add(ir.TensorValue(
+                dtype=dtype, sizes=sizes, storage=ir.CONSTANT, segment=segment, name=name))
+        return index
+
+    def planned(self, val, name: str) -> int:
+        if not isinstance(val, torch.Tensor):
+            raise ExportError(f"'{name}' is not a tensor ({type(val).__name__})")
+        return self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"value '{name}'"),
+                                        sizes=[int(s) for s in val.shape],
+                                        storage=ir.PLANNED, name=name))
+
+    def tensor(self, node: fx.Node) -> int:
+        index = self.tensor_of.get(node)
+        if index is not None:
+            return index
+        if self.ctx.is_constant(node):
+            index = self.tensor_of[node] = self.constant(self.ctx.constants[node], node.name)
+            return index
+        raise ExportError(f"internal: value '{node.name}' is used before it is defined")
+
+    # arguments ------------------------------------------------------------------------
+    def encode(self, arg, value, spec, out_dtype, node) -> int:
+        kind = _arg_kind(arg.type)
+        if value is None:
+            return self.scalar("None")
+        if isinstance(value, torch.dtype):
+            return self.scalar("Int", kiln_dtype(value, f"argument '{arg.name}'"))
+        if isinstance(value, (torch.layout, torch.device, torch.memory_format)):
+            return self.scalar("None")
+        if kind == "tensor":
+            if isinstance(value, fx.Node):
+                if (self.ctx.is_constant(value) and out_dtype in _WIDENED_CONSTANTS
+                        and self.ctx.constants[value].dtype in _WIDENED_CONSTANTS):
+                    raise ExportError(
+                        f"{op_key(node.target)} computes in {out_dtype} with a {out_dtype} "
+                        f"constant ('{value.name}'); kiln stores float16/bfloat16 constants as "
+                        "float32 and does not run half-precision models yet: export the model "
+                        f"in float32 ({describe_node(node, self.ctx.module_prefix)})")
+                return self.tensor(value)
+            if isinstance(value, (bool, int, float)):
+                dtype = torch.bool if arg.name in spec.bool_args else out_dtype
+                return self.constant(torch.tensor(value, dtype=dtype), f"{node.name}.{arg.name}")
+            raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a "
+                              f"{type(value).__name__}, expected a tensor")
+        if kind == "tensor_list":
+            items = [self.tensor(v) if isinstance(v, fx.Node) else self.scalar("None")
+                     for v in value]
+            return self.scalar("TensorList", items)
+        if kind == "int_list":
+            n = getattr(arg, "N", None) or 1
+            if isinstance(value, int):
+                value = [value] * n
+            elif len(value) == 1 and n > 1:  # int[2] given as [k]: ATen broadcasts it
+                value = list(value) * n
+            return self.scalar("IntList", [int(v) for v in value])
+        if kind == "float_list":
+            return self.scalar("DoubleList", [float(v) for v in value])
+        if kind == "bool_list":
+            return self.scalar("BoolList", [bool(v) for v in value])
+        if isinstance(value, bool):
+            return self.scalar("Bool", value)
+        if isinstance(value, int):
+            return self.scalar("Double", float(value)) if kind == "float" else self.scalar("Int", value)
+        if isinstance(value, float):
+            if kind == "int":
+                if not value.is_integer():
+                    raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} expects "
+                                      f"an int, got {value}")
+                return self.scalar("Int", int(value))
+            return self.scalar("Double", value)
+        if isinstance(value, str):
+            return self.scalar("String", value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, bool) for v in value):
+            return self.scalar("BoolList", list(value))
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+            return self.scalar("IntList", list(value))
+        if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+            return self.scalar("DoubleList", [float(v) for v in value])
+        raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} has a value kiln "
+                          f"cannot encode: {value!r} ({describe_node(node, self.ctx.module_prefix)})")
+
+    # instructions --------------------------------------------------------------------
+    def call(self, node: fx.Node) -> None:
+        key = op_key(node.target)
+        spec = OP_SPECS.get(key)
+        if spec is None:
+            raise ExportError(f"internal: unsupported operator {key} reached the lowering")
+        out = node.meta.get("val")
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = outs[:spec.num_outputs]
+        out_dtype = outs[0].dtype
+        args = bound_args(node)
+        schema = node.target._schema
+        tensor_args = [v for a, v in zip(schema.arguments, args.values())
+                       if isinstance(v, fx.Node)]
+        in_shape = self.ctx.shape(tensor_args[0]) if tensor_args else []
+        out_shape = [int(s) for s in outs[0].shape]
+        if spec.normalize is not None:
+            spec.normalize(args, in_shape, out_shape)
+        normalize_dims(args, spec, len(in_shape), len(out_shape))
+
+        inputs = [self.encode(a, args[a.name], spec, out_dtype, node) for a in schema.arguments]
+        index = len(self.m.instructions)
+        outputs = []
+        for i, val in enumerate(outs):
+            v = self.planned(val, node.name if i == 0 else f"{node.name}.{i}")
+            self.producer[v] = index
+            outputs.append(v)
+        if isinstance(out, (tuple, list)):
+            self.multi_out[node] = outputs
+        else:
+            self.tensor_of[node] = outputs[0]
+        for v in inputs:
+            self._mark_use(v, index)
+        op = split_key(key)
+        if op not in self.op_index:
+            self.op_index[op] = len(self.m.operators)
+            self.m.operators.append(op)
+        self.m.instructions.append(ir.Instruction(self.op_index[op], inputs, outputs))
+
+    def _mark_use(self, v: int, index: int) -> None:
+        value = self.m.values[v]
+        if isinstance(value, ir.ScalarValue) and value.kind == "TensorList":
+            for item in value.value:
+                self._mark_use(item, index)
+        elif isinstance(value, ir.TensorValue):
+            self.last_use[v] = index
+
+    def getitem(self, node: fx.Node) -> None:
+        src, i = node.args
+        outputs = self.multi_out.get(src)
+        if outputs is None:
+            raise ExportError(f"internal: getitem on '{src.name}', which has one output")
+        if i >= len(outputs):
+            raise ExportError(
+                f"output {i} of {op_key(src.target)} is used, but kiln's kernel computes only "
+                f"{len(outputs)} output(s) ({describe_node(node, self.ctx.module_prefix)})")
+        self.tensor_of[node] = outputs[i]
+
+    # driver -------------------------------------------------------------------------
+    def lower(self) -> ir.MethodIR:
+        m = self.m
+        names = self.input_names or [n.name for n in self.ctx.user_inputs]
+        for node, name in zip(self.ctx.user_inputs, names):
+            val = node.meta["val"]
+            index = self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"input '{name}'"),
+                                             sizes=[int(s) for s in val.shape],
+                                             storage=ir.BOUND, name=name))
+            self.tensor_of[node] = index
+            m.inputs.append(index)
+            m.input_names.append(name)
+        for node in self.ctx.graph.nodes:
+            if node.op == "call_function":
+                if node.target is operator.getitem:
+                    self.getitem(node)
+                else:
+                    self.call(node)
+            elif node.op == "output":
+                results = node.args[0]
+                results = list(results) if isinstance(results, (list, tuple)) else [results]
+                for i, r in enumerate(results):
+                    if not isinstance(r, fx.Node):
+                        raise ExportError(f"output {i} of method '{m.name}' is not a tensor "
+                                          f"({r!r}); kiln methods return tensors only")
+                    m.outputs.append(self.tensor(r))
+                    m.output_names.append(f"output_{i}")
+            elif node.op not in ("placeholder",):
+                raise ExportError(f"internal: unexpected FX node {node.op} '{node.name}'")
+        self.plan()
+        return m
+
+    def plan(self) -> None:
+        m = self.m
+        end = len(m.instructions)
+        for v in m.outputs:
+            if v in self.producer:
+                self.last_use[v] = end
+        planned = sorted(self.producer)
+        lifetimes = [Lifetime(m.values[v].nbytes, self.producer[v],
+                              max(self.producer[v], self.last_use.get(v, self.producer[v])))
+                     for v in planned]
+        result = plan_memory(lifetimes)
+        for v, offset in zip(planned, result.offsets):
+            m.values[v].arena = 0
+            m.values[v].arena_offset = offset
+        m.arena_sizes = [result.arena_size]
+        m.naive_bytes = result.naive_size
+
+
+def lower_method(ctx: PassContext, pool: ConstantPool,
+                 input_names: Optional[Sequence[str]] = None) -> ir.MethodIR:
+    return _MethodLowering(ctx, pool, input_names or []).lower()

@@ -1,0 +1,220 @@
+"""The operators kiln can run, and how the exporter normalizes their arguments.
+
+This is the ONE list of supported ATen operators on the export side. The
+runtime's kernel registry is the real authority when a program is loaded; the
+exporter refuses anything outside this list so that the failure happens at
+export time, with the model's module paths in the message.
+
+Keys are "name.overload", e.g. "aten::linear.default"; in the file an operator
+is written as name "aten::linear" and overload "default".
+
+Argument conventions applied by the lowering (docs/format.md):
+  * one input value per schema argument, in schema order, keyword-only
+    arguments included and defaults filled in from the schema;
+  * dimension arguments are made non-negative (see OpSpec.dim_args);
+  * view/expand sizes are the concrete output sizes (no -1);
+  * slice start/end are clamped to [0, size], select index is non-negative;
+  * pooling `stride=[]` is replaced by kernel_size;
+  * Python scalars passed for Tensor arguments become 0-d constants with the
+    output dtype (bool for condition/mask arguments);
+  * tensor arguments listed in OpSpec.cast_args have the output dtype (the
+    insert_dtype_casts pass adds aten::_to_copy where needed).
+
+Torch-free at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+SUPPORTED_OPERATORS: Tuple[str, ...] = (
+    "aten::linear.default",
+    "aten::addmm.default",
+    "aten::mm.default",
+    "aten::bmm.default",
+    "aten::matmul.default",
+    "aten::conv2d.default",
+    "aten::max_pool2d.default",
+    "aten::avg_pool2d.default",
+    "aten::adaptive_avg_pool2d.default",
+    "aten::relu.default",
+    "aten::hardtanh.default",
+    "aten::sigmoid.default",
+    "aten::tanh.default",
+    "aten::gelu.default",
+    "aten::silu.default",
+    "aten::hardswish.default",
+    "aten::hardsigmoid.default",
+    "aten::neg.default",
+    "aten::exp.default",
+    "aten::sqrt.default",
+    "aten::rsqrt.default",
+    "aten::abs.default",
+    "aten::log.default",
+    "aten::pow.Tensor_Scalar",
+    "aten::clamp.default",
+    "aten::add.Tensor",
+    "aten::sub.Tensor",
+    "aten::mul.Tensor",
+    "aten::div.Tensor",
+    "aten::mean.dim",
+    "aten::sum.dim_IntList",
+    "aten::mean.default",
+    "aten::sum.default",
+    "aten::_softmax.default",
+    "aten::_log_softmax.default",
+    "aten::layer_norm.default",
+    "aten::_native_batch_norm_legit_no_training.default",
+    "aten::view.default",
+    "aten::permute.default",
+    "aten::transpose.int",
+    "aten::cat.default",
+    "aten::slice.Tensor",
+    "aten::select.int",
+    "aten::squeeze.dims",
+    "aten::unsqueeze.default",
+    "aten::expand.default",
+    "aten::clone.default",
+    "aten::embedding.default",
+    "aten::_to_copy.default",
+    "aten::where.self",
+    "aten::masked_fill.Scalar",
+)
+
+# Operators that the decomposition table must leave alone (they are kernels).
+# The other supported operators are core ATen and survive decomposition anyway.
+KEEP_UNDECOMPOSED: Tuple[str, ...] = (
+    "aten::linear.default",
+    "aten::matmul.default",
+    "aten::conv2d.default",
+    "aten::conv2d.padding",        # canonicalized to conv2d.default
+    "aten::layer_norm.default",
+    "aten::max_pool2d.default",
+    "aten::avg_pool2d.default",
+    "aten::adaptive_avg_pool2d.default",
+    "aten::gelu.default",
+    "aten::hardtanh.default",
+    "aten::silu.default",
+    "aten::hardswish.default",
+    "aten::hardsigmoid.default",
+    "aten::softmax.int",           # canonicalized to _softmax.default
+    "aten::log_softmax.int",       # canonicalized to _log_softmax.default
+    "aten::_softmax.default",
+    "aten::_log_softmax.default",
+)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    key: str
+    # Tensors the kernel writes; extra outputs of the ATen op must be unused.
+    num_outputs: int = 1
+    # (argument name, rank source) of dimension arguments made non-negative;
+    # rank source is "self" (rank of the first tensor argument) or "out".
+    dim_args: Tuple[Tuple[str, str], ...] = ()
+    # Tensor arguments that must have the output dtype.
+    cast_args: Tuple[str, ...] = ()
+    # Tensor arguments whose 0-d constants (from Python scalars) are bool.
+    bool_args: Tuple[str, ...] = ()
+    # Extra argument normalization: f(args, in_shape, out_shape) -> None (in place).
+    normalize: Optional[Callable[[Dict[str, object], Sequence[int], Sequence[int]], None]] = None
+
+
+def _pool_stride(args, in_shape, out_shape):
+    if not args.get("stride"):
+        args["stride"] = list(args["kernel_size"])
+
+
+def _out_sizes(name):
+    def f(args, in_shape, out_shape):
+        args[name] = [int(s) for s in out_shape]
+    return f
+
+
+def _slice(args, in_shape, out_shape):
+    size = int(in_shape[args["dim"]])
+    start, end = args.get("start"), args.get("end")
+    start = 0 if start is None else int(start)
+    end = size if end is None else int(end)
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    args["start"] = min(max(start, 0), size)
+    args["end"] = min(max(end, args["start"]), size)
+
+
+def _select(args, in_shape, out_shape):
+    index = int(args["index"])
+    if index < 0:
+        index += int(in_shape[args["dim"]])
+    args["index"] = index
+
+
+_ELEMENTWISE_BINARY = ("self", "other")
+
+OP_SPECS: Dict[str, OpSpec] = {key: OpSpec(key) for key in SUPPORTED_OPERATORS}
+OP_SPECS.update({
+    spec.key: spec for spec in (
+        OpSpec("aten::add.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::sub.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::mul.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::div.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::where.self", cast_args=_ELEMENTWISE_BINARY, bool_args=("condition",)),
+        OpSpec("aten::masked_fill.Scalar", cast_args=("self",), bool_args=("mask",)),
+        OpSpec("aten::cat.default", dim_args=(("dim", "out"),), cast_args=("tensors",)),
+        OpSpec("aten::max_pool2d.default", normalize=_pool_stride),
+        OpSpec("aten::avg_pool2d.default", normalize=_pool_stride),
+        OpSpec("aten::mean.dim", dim_args=(("dim", "self"),)),
+        OpSpec("aten::sum.dim_IntList", dim_args=(("dim", "self"),)),
+        OpSpec("aten::_softmax.default", dim_args=(("dim", "self"),)),
+        OpSpec("aten::_log_softmax.default", dim_args=(("dim", "self"),)),
+        OpSpec("aten::_native_batch_norm_legit_no_training.default", num_outputs=1),
+        OpSpec("aten::view.default", normalize=_out_sizes("size")),
+        OpSpec("aten::expand.default", normalize=_out_sizes("size")),
+        OpSpec("aten::permute.default", dim_args=(("dims", "self"),)),
+        OpSpec("aten::transpose.int", dim_args=(("dim0", "self"), ("dim1", "self"))),
+        OpSpec("aten::slice.Tensor", dim_args=(("dim", "self"),), normalize=_slice),
+        OpSpec("aten::select.int", dim_args=(("dim", "self"),), normalize=_select),
+        OpSpec("aten::squeeze.dims", dim_args=(("dim", "self"),)),
+        OpSpec("aten::unsqueeze.default", dim_args=(("dim", "out"),)),
+    )
+})
+assert set(OP_SPECS) == set(SUPPORTED_OPERATORS)
+
+
+def op_key(target) -> str:
+    """"aten::linear.default" for torch.ops.aten.linear.default; a readable
+    name for anything else an FX node can call."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return f"{schema.name}.{schema.overload_name or 'default'}"
+    name = getattr(target, "__name__", None) or repr(target)
+    module = getattr(target, "__module__", None)
+    if module in ("_operator", "operator"):
+        return f"operator.{name}"
+    return f"{module}.{name}" if module else name
+
+
+def is_supported(key: str) -> bool:
+    return key in OP_SPECS
+
+
+def split_key(key: str) -> Tuple[str, str]:
+    """("aten::linear", "default") from "aten::linear.default"."""
+    name, _, overload = key.rpartition(".")
+    return name, overload
+
+
+def normalize_dims(args: Dict[str, object], spec: OpSpec, in_rank: int, out_rank: int) -> None:
+    """Makes the dimension arguments of `spec` non-negative, in place."""
+    for name, source in spec.dim_args:
+        value = args.get(name)
+        if value is None:
+            continue
+        rank = max(out_rank if source == "out" else in_rank, 1)
+        if isinstance(value, (list, tuple)):
+            args[name] = [int(d) + rank if int(d) < 0 else int(d) for d in value]
+        else:
+            args[name] = int(value) + rank if int(value) < 0 else int(value)

@@ -1,0 +1,29 @@
+"""Graph passes run on each method's FX graph between torch.export and lowering.
+
+One module per pass, named verb_object, each with a docstring saying why it
+exists and a `run(ctx: PassContext)` function. `default_passes()` is the
+pipeline the exporter uses; PassManager names the pass that failed.
+"""
+
+from __future__ import annotations
+
+
+def default_passes():
+    """The exporter's pass pipeline, in order (imports torch)."""
+    from . import (canonicalize_operators, check_static_shapes, eliminate_dead_code,
+                   fold_constants, insert_dtype_casts, lower_split_ops, remove_noop_ops,
+                   simplify_view_chains)
+    from .manager import load_pass
+
+    return [load_pass(m) for m in (
+        check_static_shapes,
+        canonicalize_operators,
+        lower_split_ops,
+        remove_noop_ops,
+        simplify_view_chains,
+        remove_noop_ops,        # chains that collapsed to the identity
+        insert_dtype_casts,
+        fold_constants,
+        remove_noop_ops,        # casts of constants that folding made trivial
+        eliminate_dead_code,
+    )]

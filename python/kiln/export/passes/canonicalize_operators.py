@@ -1,0 +1,231 @@
+"""Rewrite equivalent ATen spellings into the one form kiln's kernels implement.
+
+Why: torch.export and its decompositions produce many spellings of the same
+computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
+softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
+squeeze.dims, ...). The runtime implements one kernel per computation; this
+pass maps every spelling onto it so the supported-operator list stays small.
+Rewrites that cannot be expressed exactly (a transposed convolution,
+asymmetric "same" padding, a used max-pool indices output) are left alone and
+reported as unsupported, or raise ExportError with the reason.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ...errors import ExportError
+from .manager import PassContext, bound_args, getitem_users
+
+aten = torch.ops.aten
+
+
+def _location(node: fx.Node) -> str:
+    from ..lowering import describe_node  # local import: lowering imports passes
+
+    return describe_node(node)
+
+
+def _replace_first_output(ctx: PassContext, node: fx.Node, new_target, args, kwargs=None) -> bool:
+    """For a multi-output op of which only output 0 is used: call `new_target`
+    (one output) instead and point the getitem(node, 0) users at it."""
+    users = getitem_users(node)
+    if set(users) - {0}:
+        return False
+    new = ctx.call(new_target, args, kwargs, like=node, val=node.meta["val"][0])
+    for getitem in users.get(0, []):
+        ctx.replace(getitem, new)
+    ctx.graph.erase_node(node)
+    return True
+
+
+def _convolution(ctx, node):
+    a = bound_args(node)
+    weight = a["weight"]
+    if a["transposed"] or len(ctx.shape(weight)) != 4:
+        return False  # reported as unsupported aten::convolution
+    new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], list(a["stride"]),
+                                         list(a["padding"]), list(a["dilation"]), a["groups"]),
+                   like=node, val=node.meta["val"])
+    ctx.replace(node, new)
+    return True
+
+
+def _conv2d_padding(ctx, node):
+    a = bound_args(node)
+    padding, weight = a["padding"], a["weight"]
+    kernel = ctx.shape(weight)[2:]
+    stride = list(a["stride"]) if len(a["stride"]) == 2 else list(a["stride"]) * 2
+    dilation = list(a["dilation"]) if len(a["dilation"]) == 2 else list(a["dilation"]) * 2
+    if padding == "valid":
+        pads = [0, 0]
+    elif padding == "same":
+        pads = []
+        for k, d in zip(kernel, dilation):
+            total = d * (k - 1)
+            if total % 2:
+                raise ExportError(
+                    f"conv2d with padding='same' needs asymmetric padding for kernel size "
+                    f"{k} and dilation {d}, which kiln's conv2d does not support "
+                    f"({_location(node)}); use an odd kernel or explicit padding")
+            pads.append(total // 2)
+    else:
+        raise ExportError(f"conv2d padding={padding!r} is not supported ({_location(node)})")
+    new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], stride, pads, dilation,
+                                         a["groups"]), like=node, val=node.meta["val"])
+    ctx.replace(node, new)
+    return True
+
+
+def _max_pool_with_indices(ctx, node):
+    a = bound_args(node)
+    return _replace_first_output(ctx, node, aten.max_pool2d.default, (
+        a["self"], list(a["kernel_size"]), list(a["stride"]), list(a["padding"]),
+        list(a["dilation"]), a["ceil_mode"]))
+
+
+def _native_layer_norm(ctx, node):
+    a = bound_args(node)
+    return _replace_first_output(ctx, node, aten.layer_norm.default, (
+        a["input"], list(a["normalized_shape"]), a["weight"], a["bias"], a["eps"], False))
+
+
+def _simple(new_target):
+    def rewrite(ctx, node):
+        new = ctx.call(new_target, node.args, node.kwargs, like=node, val=node.meta["val"])
+        ctx.replace(node, new)
+        return True
+    return rewrite
+
+
+def _softmax_like(new_target):
+    def rewrite(ctx, node):
+        a = bound_args(node)
+        x, dtype = a["self"], a["dtype"]
+        if dtype is not None and dtype != ctx.dtype(x):
+            x = ctx.call(aten._to_copy.default, (x,), {"dtype": dtype}, like=node)
+        new = ctx.call(new_target, (x, a["dim"], False), like=node, val=node.meta["val"])
+        ctx.replace(node, new)
+        return True
+    return rewrite
+
+
+def _to_view(ctx, node):
+    new = ctx.call(aten.view.default, (node.args[0], ctx.shape(node)), like=node, val=node.meta["val"])
+    ctx.replace(node, new)
+    return True
+
+
+def _t(ctx, node):
+    x = node.args[0]
+    if len(ctx.shape(x)) < 2:
+        ctx.replace(node, x)
+    else:
+        ctx.replace(node, ctx.call(aten.permute.default, (x, [1, 0]), like=node, val=node.meta["val"]))
+    return True
+
+
+def _squeeze(ctx, node):
+    x = node.args[0]
+    shape = ctx.shape(x)
+    if node.target is aten.squeeze.default:
+        dims = [i for i, s in enumerate(shape) if s == 1]
+    else:
+        dims = [node.args[1] if len(node.args) > 1 else node.kwargs["dim"]]
+    ctx.replace(node, ctx.call(aten.squeeze.dims, (x, dims), like=node, val=node.meta["val"]))
+    return True
+
+
+def _scalar_binary(new_target, swap=False):
+    def rewrite(ctx, node):
+        a = bound_args(node)
+        self_, other = (a["other"], a["self"]) if swap else (a["self"], a["other"])
+        kwargs = {"alpha": a["alpha"]} if "alpha" in a and a["alpha"] != 1 else {}
+        ctx.replace(node, ctx.call(new_target, (self_, other), kwargs, like=node, val=node.meta["val"]))
+        return True
+    return rewrite
+
+
+def _where_scalar(ctx, node):
+    a = bound_args(node)
+    ctx.replace(node, ctx.call(aten.where.self, (a["condition"], a["self"], a["other"]),
+                               like=node, val=node.meta["val"]))
+    return True
+
+
+def _masked_fill_tensor(ctx, node):
+    a = bound_args(node)
+    value = a["value"]
+    if not ctx.is_constant(value) or ctx.constants[value].numel() != 1:
+        return False
+    scalar = ctx.constants[value].reshape(()).item()
+    ctx.replace(node, ctx.call(aten.masked_fill.Scalar, (a["self"], a["mask"], scalar),
+                               like=node, val=node.meta["val"]))
+    return True
+
+
+def _clamp_one_side(side):
+    def rewrite(ctx, node):
+        x, bound = node.args[0], node.args[1]
+        args = (x, bound, None) if side == "min" else (x, None, bound)
+        ctx.replace(node, ctx.call(aten.clamp.default, args, like=node, val=node.meta["val"]))
+        return True
+    return rewrite
+
+
+def _full_reduction(new_target):
+    """sum.dim_IntList(x, [] or None, keepdim=False) reduces every dim: sum.default."""
+    def rewrite(ctx, node):
+        a = bound_args(node)
+        if a["dim"] or a["keepdim"]:
+            return False
+        kwargs = {"dtype": a["dtype"]} if a["dtype"] is not None else {}
+        ctx.replace(node, ctx.call(new_target, (a["self"],), kwargs, like=node,
+                                   val=node.meta["val"]))
+        return True
+    return rewrite
+
+
+REWRITES = {
+    aten.sum.dim_IntList: _full_reduction(aten.sum.default),
+    aten.mean.dim: _full_reduction(aten.mean.default),
+    aten.convolution.default: _convolution,
+    aten.conv2d.padding: _conv2d_padding,
+    aten.max_pool2d_with_indices.default: _max_pool_with_indices,
+    aten._adaptive_avg_pool2d.default: _simple(aten.adaptive_avg_pool2d.default),
+    aten.native_layer_norm.default: _native_layer_norm,
+    aten.softmax.int: _softmax_like(aten._softmax.default),
+    aten.log_softmax.int: _softmax_like(aten._log_softmax.default),
+    aten.reshape.default: _to_view,
+    aten._unsafe_view.default: _to_view,
+    aten.view_copy.default: _to_view,
+    aten.flatten.using_ints: _to_view,
+    aten.unflatten.int: _to_view,
+    aten.t.default: _t,
+    aten.squeeze.default: _squeeze,
+    aten.squeeze.dim: _squeeze,
+    aten.add.Scalar: _scalar_binary(aten.add.Tensor),
+    aten.sub.Scalar: _scalar_binary(aten.sub.Tensor),
+    aten.mul.Scalar: _scalar_binary(aten.mul.Tensor),
+    aten.div.Scalar: _scalar_binary(aten.div.Tensor),
+    aten.rsub.Scalar: _scalar_binary(aten.sub.Tensor, swap=True),
+    aten.rsub.Tensor: _scalar_binary(aten.sub.Tensor, swap=True),
+    aten.where.ScalarOther: _where_scalar,
+    aten.where.ScalarSelf: _where_scalar,
+    aten.where.Scalar: _where_scalar,
+    aten.masked_fill.Tensor: _masked_fill_tensor,
+    aten.clamp_min.default: _clamp_one_side("min"),
+    aten.clamp_max.default: _clamp_one_side("max"),
+    aten.relu6.default: lambda ctx, node: (ctx.replace(node, ctx.call(
+        aten.hardtanh.default, (node.args[0], 0.0, 6.0), like=node, val=node.meta["val"])) or True),
+}
+
+
+def run(ctx: PassContext) -> None:
+    for node in list(ctx.graph.nodes):
+        if node.op != "call_function":
+            continue
+        rewrite = REWRITES.get(node.target)
+        if rewrite is not None and rewrite(ctx, node):
+            ctx.count("canonicalized")

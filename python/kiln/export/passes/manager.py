@@ -1,0 +1,186 @@
+"""PassContext (the graph being exported and its constants) and PassManager.
+
+A pass is a module of kiln.export.passes with a `run(ctx: PassContext) -> None`
+function that rewrites `ctx.graph` in place. The manager runs them in order
+and, when one fails, says which pass failed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from ...errors import ExportError
+
+# Metadata copied from a node to the nodes that replace it (error messages
+# point at the user's code through these).
+_PROVENANCE_KEYS = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node")
+
+
+@dataclass
+class PassContext:
+    """The FX graph of one method plus what the passes need to know about it.
+
+    Constant tensors (parameters, buffers, lifted constants, folded results)
+    are placeholder nodes listed in `constants`; user inputs are the other
+    placeholders, in `user_inputs` order.
+    """
+
+    graph: fx.Graph
+    constants: Dict[fx.Node, torch.Tensor]
+    user_inputs: List[fx.Node]
+    method: str = "forward"
+    module_prefix: str = ""          # stripped from nn_module_stack paths
+    stats: Dict[str, int] = field(default_factory=dict)
+    _constant_counter: int = 0
+
+    # -- queries -----------------------------------------------------------
+    def is_constant(self, node) -> bool:
+        return isinstance(node, fx.Node) and node in self.constants
+
+    @staticmethod
+    def val(node: fx.Node):
+        """The FakeTensor (or tuple of them) torch.export recorded for `node`."""
+        return node.meta.get("val")
+
+    @staticmethod
+    def shape(node: fx.Node) -> List[int]:
+        return [int(s) for s in node.meta["val"].shape]
+
+    @staticmethod
+    def dtype(node: fx.Node) -> torch.dtype:
+        return node.meta["val"].dtype
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.stats[what] = self.stats.get(what, 0) + n
+
+    # -- rewriting ---------------------------------------------------------
+    def add_constant(self, tensor: torch.Tensor, name_hint: str = "const") -> fx.Node:
+        """A new placeholder node holding `tensor` as a constant."""
+        tensor = tensor.detach()
+        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        self._constant_counter += 1
+        name = f"_kiln_{name_hint}_{self._constant_counter}"
+        if first is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(name)
+        node.meta["val"] = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+        self.constants[node] = tensor
+        return node
+
+    def call(self, target, args, kwargs=None, *, like: Optional[fx.Node] = None,
+             before: Optional[fx.Node] = None, val=None) -> fx.Node:
+        """Inserts call_function(target, args, kwargs) before `before` (default:
+        `like`), sets meta["val"] to `val` or infers it on the meta device, and
+        copies provenance metadata from `like`."""
+        kwargs = kwargs or {}
+        anchor = before if before is not None else like
+        with self.graph.inserting_before(anchor):
+            node = self.graph.call_function(target, tuple(args), dict(kwargs))
+        node.meta["val"] = val if val is not None else infer_val(target, node.args, node.kwargs)
+        if like is not None:
+            copy_provenance(like, node)
+        return node
+
+    def replace(self, old: fx.Node, new) -> None:
+        """Replaces every use of `old` by `new` (a node), then erases `old`."""
+        old.replace_all_uses_with(new)
+        if not old.users:
+            self.graph.erase_node(old)
+
+
+def copy_provenance(src: fx.Node, dst: fx.Node) -> None:
+    for key in _PROVENANCE_KEYS:
+        if key in src.meta and key not in dst.meta:
+            dst.meta[key] = src.meta[key]
+
+
+def _to_meta(x):
+    if isinstance(x, fx.Node):
+        val = x.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return torch.empty([int(s) for s in val.shape], dtype=val.dtype, device="meta")
+        return val
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_meta(y) for y in x)
+    return x
+
+
+def infer_val(target, args, kwargs):
+    """Output metadata of target(*args, **kwargs), computed on the meta device."""
+    return target(*_to_meta(tuple(args)), **{k: _to_meta(v) for k, v in kwargs.items()})
+
+
+@dataclass
+class Pass:
+    name: str
+    run: Callable[[PassContext], None]
+    doc: str = ""
+
+
+def load_pass(module) -> Pass:
+    return Pass(module.__name__.rsplit(".", 1)[-1], module.run, (module.__doc__ or "").strip())
+
+
+class PassManager:
+    """Runs passes in order; a failure names the pass that failed."""
+
+    def __init__(self, passes: Sequence[Pass], *, lint: bool = False) -> None:
+        self.passes = list(passes)
+        self.lint = lint
+        self.timings: Dict[str, float] = {}
+
+    def run(self, ctx: PassContext) -> PassContext:
+        for p in self.passes:
+            start = time.perf_counter()
+            try:
+                p.run(ctx)
+                if self.lint:
+                    ctx.graph.lint()
+            except ExportError as e:
+                # Deliberate, already user-facing: keep the message, record the pass.
+                e.pass_name = p.name
+                if hasattr(e, "add_note"):
+                    e.add_note(f"(raised by kiln export pass '{p.name}' on method '{ctx.method}')")
+                raise
+            except Exception as e:
+                raise ExportError(f"kiln export pass '{p.name}' failed on method "
+                                  f"'{ctx.method}': {type(e).__name__}: {e}") from e
+            self.timings[p.name] = self.timings.get(p.name, 0.0) + time.perf_counter() - start
+        return ctx
+
+
+def bound_args(node: fx.Node) -> Dict[str, object]:
+    """{argument name: value} of an OpOverload call, defaults filled from the schema."""
+    schema = node.target._schema
+    out: Dict[str, object] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            out[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+        else:
+            out[arg.name] = None
+    return out
+
+
+def getitem_users(node: fx.Node) -> Dict[int, List[fx.Node]]:
+    """{output index: getitem nodes} for a multi-output node; a non-getitem
+    user is recorded under index -1."""
+    import operator
+
+    users: Dict[int, List[fx.Node]] = {}
+    for user in node.users:
+        if user.op == "call_function" and user.target is operator.getitem:
+            users.setdefault(int(user.args[1]), []).append(user)
+        else:
+            users.setdefault(-1, []).append(user)
+    return users

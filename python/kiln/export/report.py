@@ -1,0 +1,49 @@
+"""ExportReport: what `kiln.export.export` did. Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass
+class MethodReport:
+    name: str
+    num_instructions: int
+    operators: List[str]        # "aten::linear.default"-style keys, in table order
+    arena_bytes: int            # planned activation memory
+    naive_bytes: int            # sum of every planned tensor, 64-byte aligned
+    constant_bytes: int         # bytes of the distinct segments this method uses
+    num_inputs: int = 0
+    num_outputs: int = 0
+
+
+@dataclass
+class ExportReport:
+    path: str
+    file_size: int
+    export_seconds: float
+    methods: Dict[str, MethodReport] = field(default_factory=dict)
+    num_segments: int = 0
+    constant_bytes: int = 0     # bytes of all segments in the file (after dedup)
+    producer: str = ""
+
+    def __str__(self) -> str:
+        lines = [f"kiln export: {self.path}",
+                 f"  file size {self.file_size} bytes ({_bytes(self.file_size)}), "
+                 f"{self.num_segments} constant segments ({_bytes(self.constant_bytes)}), "
+                 f"exported in {self.export_seconds:.2f} s"]
+        for m in self.methods.values():
+            lines.append(f"  method '{m.name}': {m.num_instructions} instructions, "
+                         f"{m.num_inputs} inputs, {m.num_outputs} outputs")
+            lines.append(f"    memory: planned {m.arena_bytes} bytes (naive {m.naive_bytes})"
+                         f", constants {m.constant_bytes} bytes")
+            lines.append(f"    operators ({len(m.operators)}): {', '.join(m.operators)}")
+        return "\n".join(lines)
