@@ -20,7 +20,12 @@ namespace {
 [[noreturn]] void raise_status(const kiln::Status& status) {
   nb::object errors = nb::module_::import_("kiln.errors");
   nb::object cls = errors.attr("BY_ERROR_NAME")[kiln::error_name(status.code())];
-  PyErr_SetString(cls.ptr(), status.message().c_str());
+  // Messages may quote bytes from a corrupt file: never fail on bad UTF-8.
+  const std::string& msg = status.message();
+  PyObject* text = PyUnicode_DecodeUTF8(msg.data(), static_cast<Py_ssize_t>(msg.size()), "backslashreplace");
+  if (text == nullptr) throw nb::python_error();
+  PyErr_SetObject(cls.ptr(), text);
+  Py_DECREF(text);
   throw nb::python_error();
 }
 
@@ -179,7 +184,7 @@ nb::list run_method(PyMethod& self, const std::vector<nb::ndarray<nb::ro, nb::de
   self.scratch.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& a = inputs[i];
-    kiln::ScalarType dtype;
+    kiln::ScalarType dtype = kiln::ScalarType::Float32;
     if (!to_scalar_type(a.dtype(), &dtype)) {
       check(kiln::Status(kiln::Error::InvalidInput,
                          kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",

@@ -34,6 +34,23 @@ bool range_fits(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
 }
 
+// Strings reach messages, specs and Python: they must be valid UTF-8 without NULs.
+bool valid_utf8(const flatbuffers::String* s) {
+  if (s == nullptr) return true;
+  const auto* p = reinterpret_cast<const unsigned char*>(s->data());
+  size_t n = s->size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || c == 0 || i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
 struct MethodChecker {
   const ProgramData& data;
   const schema::Method& m;
@@ -127,7 +144,9 @@ struct MethodChecker {
         if (v->value() == nullptr) return fail(vw + " is empty");
         return Status::ok();
       case ValueKind::String:
-        if (v->value_as_String()->value() == nullptr) return fail(vw + " is a string without text");
+        if (v->value_as_String()->value() == nullptr || !valid_utf8(v->value_as_String()->value())) {
+          return fail(vw + " is a string without valid UTF-8 text");
+        }
         return Status::ok();
       case ValueKind::Tensor:
         return check_tensor(index, *v->value_as_Tensor());
@@ -230,20 +249,31 @@ struct MethodChecker {
 
   Result<MethodSpec> check() {
     if (m.name() == nullptr || m.values() == nullptr) return fail("has no name or no value table");
+    if (!valid_utf8(m.name())) return Status(Error::InvalidProgram, "a method name is not valid UTF-8");
+    for (const auto* names : {m.input_names(), m.output_names()}) {
+      if (names == nullptr) continue;
+      for (const flatbuffers::String* name : *names) {
+        if (!valid_utf8(name)) return fail("an input or output name is not valid UTF-8");
+      }
+    }
     num_values = m.values()->size();
     if (m.operators() != nullptr) {
       for (const auto* op : *m.operators()) {
-        if (op->name() == nullptr) return fail("has an operator without a name");
+        if (op->name() == nullptr || !valid_utf8(op->name()) || !valid_utf8(op->overload())) {
+          return fail("has an operator whose name is missing or not UTF-8");
+        }
       }
     }
     if (m.delegates() != nullptr) {
       size_t num_segments = data.program->segments() ? data.program->segments()->size() : 0;
       for (const auto* d : *m.delegates()) {
-        if (d->backend() == nullptr) return fail("has a delegate without a backend name");
+        if (d->backend() == nullptr || !valid_utf8(d->backend())) {
+          return fail("has a delegate whose backend name is missing or not UTF-8");
+        }
         if (d->segment() >= num_segments) return fail(format("has a delegate in segment %u of %zu", d->segment(), num_segments));
         if (d->compile_specs() != nullptr) {
           for (const auto* spec : *d->compile_specs()) {
-            if (spec->key() == nullptr) return fail("has a compile spec without a key");
+            if (spec->key() == nullptr || !valid_utf8(spec->key())) return fail("has a compile spec without a valid key");
           }
         }
       }
@@ -315,6 +345,10 @@ Status verify_program(ProgramData& data) {
     return Status(Error::InvalidProgram, "the program table is corrupt (FlatBuffers verification failed)");
   }
   data.program = schema::GetProgram(fb);
+  if (!valid_utf8(data.program->producer())) {
+    data.program = nullptr;
+    return Status(Error::InvalidProgram, "the producer string is not valid UTF-8");
+  }
   const auto* segments = data.program->segments();
   if (segments != nullptr) {
     for (flatbuffers::uoffset_t i = 0; i < segments->size(); ++i) {
@@ -338,7 +372,7 @@ Status verify_program(ProgramData& data) {
   for (flatbuffers::uoffset_t i = 0; i < methods->size(); ++i) {
     const schema::Method* m = methods->Get(i);
     MethodChecker checker{data, *m, "method " + std::to_string(i)};
-    if (m->name() != nullptr) checker.where = "method '" + m->name()->str() + "'";
+    if (m->name() != nullptr && valid_utf8(m->name())) checker.where = "method '" + m->name()->str() + "'";
     Result<MethodSpec> spec = checker.check();
     if (!spec.ok()) {
       data.program = nullptr;
