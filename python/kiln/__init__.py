@@ -17,6 +17,7 @@ from ._registry import (
     set_num_threads,
 )
 from .errors import (
+    AbiMismatch,
     ExecutionError,
     ExportError,
     InvalidArgument,
@@ -55,6 +56,7 @@ __all__ = [
     "MissingKernel",
     "MissingBackend",
     "RegistrationError",
+    "AbiMismatch",
     "NotSupported",
     "ExecutionError",
     "ExportError",

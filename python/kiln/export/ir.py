@@ -71,11 +71,30 @@ class Instruction:
 
 
 @dataclass
+class BackendCall:
+    """Runs Method.delegates[delegate] on its backend (schema BackendCall)."""
+
+    delegate: int
+    inputs: List[int]
+    outputs: List[int]
+
+
+@dataclass
+class Delegate:
+    """A subgraph handed to a backend: its name and the segment holding its blob."""
+
+    backend: str
+    segment: int
+    compile_specs: List[Tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass
 class MethodIR:
     name: str
     values: List[Any] = field(default_factory=list)          # TensorValue | ScalarValue
     operators: List[Tuple[str, str]] = field(default_factory=list)  # (name, overload)
-    instructions: List[Instruction] = field(default_factory=list)
+    instructions: List[Any] = field(default_factory=list)     # Instruction | BackendCall
+    delegates: List[Delegate] = field(default_factory=list)
     inputs: List[int] = field(default_factory=list)
     outputs: List[int] = field(default_factory=list)
     input_names: List[str] = field(default_factory=list)

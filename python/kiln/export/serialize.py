@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-from .ir import CONSTANT, MethodIR, ProgramIR, ScalarValue, TensorValue
+from .ir import CONSTANT, BackendCall, MethodIR, ProgramIR, ScalarValue, TensorValue
 
 MAGIC = b"KILNPRG\0"
 FORMAT_VERSION = 1
@@ -119,10 +119,25 @@ def _method_t(m: MethodIR, S):
         mt.operators.append(op)
     mt.instructions = []
     for ins in m.instructions:
-        call = S.KernelCallT()
-        call.op, call.inputs, call.outputs = ins.op, list(ins.inputs), list(ins.outputs)
-        mt.instructions.append(S.InstructionT(instructionType=S.InstructionKind.KernelCall,
-                                              instruction=call))
+        if isinstance(ins, BackendCall):
+            call = S.BackendCallT()
+            call.delegate, call.inputs, call.outputs = ins.delegate, list(ins.inputs), list(ins.outputs)
+            kind = S.InstructionKind.BackendCall
+        else:
+            call = S.KernelCallT()
+            call.op, call.inputs, call.outputs = ins.op, list(ins.inputs), list(ins.outputs)
+            kind = S.InstructionKind.KernelCall
+        mt.instructions.append(S.InstructionT(instructionType=kind, instruction=call))
+    mt.delegates = []
+    for d in m.delegates:
+        dt = S.DelegateT()
+        dt.backend, dt.segment = d.backend, d.segment
+        dt.compileSpecs = []
+        for key, value in d.compile_specs:
+            spec = S.CompileSpecT()
+            spec.key, spec.value = key, list(value)
+            dt.compileSpecs.append(spec)
+        mt.delegates.append(dt)
     mt.inputs = list(m.inputs)
     mt.outputs = list(m.outputs)
     mt.arenaSizes = list(m.arena_sizes)

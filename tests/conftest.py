@@ -1,0 +1,89 @@
+"""Shared fixtures: the installed package, exported test models (cached per session), C++ builds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for tests/models.py and helpers
+
+import kiln  # noqa: E402  (after the path set-up above, which never adds the source tree)
+
+
+def pytest_configure(config):
+    # Tests run against the installed package: importing the source tree would
+    # hide packaging mistakes.
+    installed = Path(kiln.__file__).resolve()
+    if REPO / "python" in installed.parents:
+        raise pytest.UsageError(f"kiln was imported from the source tree ({installed}); install it first")
+
+
+def clean_env(**extra) -> dict:
+    """The environment without loader overrides, as a consumer would have it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LD_", "DYLD_")) and k not in ("PYTHONPATH",)}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def exported(model_dir):
+    """exported(name) -> (path, model, example_inputs, report); each model is exported once per session."""
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            import models
+            from kiln.export import export
+
+            model, inputs, kwargs = models.build(name)
+            path = model_dir / f"{name}.kiln"
+            report = export(model, inputs, path, **kwargs)
+            cache[name] = (path, model, inputs, report)
+        return cache[name]
+
+    return get
+
+
+def cmake_executable() -> str:
+    exe = shutil.which("cmake", path=sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", ""))
+    assert exe, "cmake is not installed (pip install cmake)"
+    return exe
+
+
+def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, generator: str = "Ninja",
+                        defines: dict | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Configure and build a CMake project against the installed kiln; raises with the log on failure."""
+    cmake = cmake or cmake_executable()
+    env = env or clean_env()
+    args = [cmake, "-S", str(source), "-B", str(build), "-G", generator, "-DCMAKE_BUILD_TYPE=Release"]
+    if generator == "Ninja":
+        ninja = shutil.which("ninja", path=sysconfig.get_path("scripts") + os.pathsep + env.get("PATH", ""))
+        if ninja:
+            args.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
+    for k, v in (defines or {}).items():
+        args.append(f"-D{k}={v}")
+    for cmd in (args, [cmake, "--build", str(build)]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def max_rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """Max abs error relative to the output's scale (G7: within 1e-4)."""
+    scale = max(float(np.abs(expected).max()), 1e-6)
+    return float(np.abs(actual.astype(np.float64) - expected.astype(np.float64)).max()) / scale

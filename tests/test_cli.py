@@ -1,0 +1,64 @@
+"""The kiln command: SDK locators, inspect, run, doctor (also as python -m kiln)."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+
+import kiln
+from conftest import clean_env
+
+
+def kiln_cmd(*args, module=False):
+    if module:
+        cmd = [sys.executable, "-m", "kiln", *args]
+    else:
+        cmd = [os.path.join(sysconfig.get_path("scripts"), "kiln"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=120)
+
+
+def test_locators_point_into_the_installed_package():
+    root = Path(kiln.__file__).parent
+    for module in (False, True):
+        out = {flag: kiln_cmd(flag, module=module).stdout.strip()
+               for flag in ("--cmakedir", "--pkgconfigdir", "--includes", "--libs", "--version")}
+        assert Path(out["--cmakedir"], "kilnConfig.cmake").is_file()
+        assert Path(out["--pkgconfigdir"], "kiln.pc").is_file()
+        assert out["--includes"] == f"-I{root / 'include'}"
+        assert Path(out["--includes"][2:], "kiln", "kiln.h").is_file()
+        assert out["--libs"].split()[0] == str(root / "lib" / "libkiln.so.0")
+        assert out["--version"] == kiln.__version__
+    assert kiln.cmake_dir() == out["--cmakedir"]
+
+
+def test_inspect(exported):
+    path, *_ = exported("two_methods")
+    proc = kiln_cmd("inspect", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "method forward" in proc.stdout and "method encode" in proc.stdout
+    assert "input  x: float32[3, 16]" in proc.stdout
+
+
+def test_run_with_npy_inputs(exported, tmp_path):
+    path, model, (x,), _ = exported("mlp")
+    np.save(tmp_path / "x.npy", x.numpy())
+    proc = kiln_cmd("run", str(path), str(tmp_path / "x.npy"), "--save", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out_0.npy"), model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_bad_file_is_a_clean_error(tmp_path):
+    bad = tmp_path / "bad.kiln"
+    bad.write_bytes(b"not a program at all")
+    proc = kiln_cmd("inspect", str(bad))
+    assert proc.returncode == 1
+    assert "InvalidProgram" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_doctor():
+    proc = kiln_cmd("doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "libkiln.so.0" in proc.stdout and "kernels:" in proc.stdout

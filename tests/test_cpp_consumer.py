@@ -1,0 +1,58 @@
+"""examples/cpp/hello built out of tree with only find_package(kiln) gives Python's outputs (G3, G4)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import REPO, build_cmake_project, clean_env
+
+
+@pytest.fixture(scope="module")
+def hello(tmp_path_factory):
+    build = tmp_path_factory.mktemp("hello")
+    build_cmake_project(REPO / "examples" / "cpp" / "hello", build,
+                        defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    return build / "hello"
+
+
+def parse_outputs(stdout: str) -> list:
+    values = re.findall(r"^  values (.*)$", stdout, re.M)
+    return [np.array([float(v) for v in line.split() if v != "..."]) for line in values]
+
+
+def test_hello_matches_python(hello, exported, tmp_path):
+    path, _, (x,), _ = exported("cnn")
+    x.numpy().tofile(tmp_path / "x.bin")
+    proc = subprocess.run([str(hello), str(path), "--input", str(tmp_path / "x.bin"), "--all"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "method forward" in proc.stdout
+    assert "input  x: f32[2, 3, 32, 32]" in proc.stdout
+    (got,) = parse_outputs(proc.stdout)
+    (want,) = kiln.load(path).forward(x.numpy())
+    np.testing.assert_allclose(got, want.ravel(), rtol=1e-6, atol=1e-6)
+    # The registry the app used lives in the wheel's libkiln.so.0.
+    assert f"runtime {Path(kiln.library_path()).resolve()}" in proc.stdout or \
+        f"runtime {kiln.library_path()}" in proc.stdout
+
+
+def test_hello_elf_runpath(hello):
+    dynamic = subprocess.run(["readelf", "-d", str(hello)], capture_output=True, text=True).stdout
+    assert re.search(r"NEEDED.*\[libkiln\.so\.0\]", dynamic)
+    runpath = re.search(r"\(RUNPATH\).*\[(.*)\]", dynamic)
+    assert runpath and "(RPATH)" not in dynamic
+    entries = runpath.group(1).split(":")
+    assert "$ORIGIN" in entries and "$ORIGIN/../lib" in entries
+    assert kiln.lib_dir() in entries
+
+
+def test_hello_reports_bad_program(hello, tmp_path):
+    bad = tmp_path / "bad.kiln"
+    bad.write_bytes(b"\0" * 100)
+    proc = subprocess.run([str(hello), str(bad)], capture_output=True, text=True, env=clean_env())
+    assert proc.returncode == 1
+    assert "invalid_program" in proc.stderr

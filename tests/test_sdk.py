@@ -1,0 +1,94 @@
+"""The C++ SDK inside the installed package: files, exported symbols, pkg-config (G1, G4)."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kiln
+from conftest import REPO, clean_env
+
+ROOT = Path(kiln.__file__).resolve().parent
+LIB = ROOT / "lib"
+
+
+def test_lib_dir_holds_exactly_the_sdk_files():
+    files = sorted(str(p.relative_to(LIB)) for p in LIB.rglob("*") if p.is_file() or p.is_symlink())
+    assert files == [
+        "cmake/kiln/kiln-runpath.rsp",
+        "cmake/kiln/kilnConfig.cmake",
+        "cmake/kiln/kilnConfigVersion.cmake",
+        "libkiln.so.0",
+        "pkgconfig/kiln.pc",
+    ]
+
+
+def test_no_symlinks_and_one_runtime():
+    assert not [p for p in ROOT.rglob("*") if p.is_symlink()]
+    assert [p.name for p in ROOT.rglob("libkiln*")] == ["libkiln.so.0"]
+
+
+def test_headers_are_public_only():
+    headers = sorted(p.name for p in (ROOT / "include" / "kiln").iterdir())
+    assert "kiln.h" in headers and all(h.endswith(".h") for h in headers)
+    text = "".join((ROOT / "include" / "kiln" / h).read_text() for h in headers)
+    assert "flatbuffers" not in text and "nanobind" not in text and "_generated.h" not in text
+
+
+@pytest.mark.parametrize("header", sorted(p.name for p in (ROOT / "include" / "kiln").iterdir()))
+def test_each_header_compiles_alone(header, tmp_path):
+    src = tmp_path / "one.cpp"
+    src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")
+    proc = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{ROOT / 'include'}", str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_runtime_soname_and_exports():
+    dynamic = subprocess.run(["readelf", "-d", str(LIB / "libkiln.so.0")], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"SONAME.*\[libkiln\.so\.0\]", dynamic)
+    symbols = subprocess.run(["nm", "-DC", "--defined-only", str(LIB / "libkiln.so.0")],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    names = [line.split(" ", 2)[2].split("@")[0] for line in symbols if line.strip()]
+    assert len(names) > 20
+    allowed = re.compile(r"^(kiln::|KILN_0$)")
+    leaked = [n for n in names if not allowed.match(n)]
+    assert leaked == [], leaked
+    assert any(n.startswith("kiln::register_kernel(") for n in names)
+
+
+def test_extension_links_the_shared_runtime():
+    ext = next(ROOT.glob("_kiln*.so"))
+    dynamic = subprocess.run(["readelf", "-d", str(ext)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"NEEDED.*\[libkiln\.so\.0\]", dynamic)
+    assert re.search(r"RUNPATH.*\[\$ORIGIN/lib\]", dynamic)
+    # It defines none of the runtime's API itself.
+    defined = subprocess.run(["nm", "-DC", "--defined-only", str(ext)], capture_output=True, text=True).stdout
+    assert "kiln::register_kernel" not in defined
+
+
+def test_no_build_paths_in_the_package():
+    markers = [str(REPO / "build").encode(), b"/tmp/pip-", b"/tmp/tmp"]
+    offenders = []
+    for p in ROOT.rglob("*"):
+        if p.is_file() and "__pycache__" not in p.parts:
+            data = p.read_bytes()
+            offenders += [f"{p}: {m.decode()}" for m in markers if m in data]
+    assert offenders == []
+
+
+def test_pkg_config_consumer(tmp_path, exported):
+    if shutil.which("pkg-config") is None:
+        pytest.fail("pkg-config is not installed (apt-get install pkg-config)")
+    env = clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir())
+    cflags = subprocess.run(["pkg-config", "--cflags", "kiln"], env=env, capture_output=True, text=True, check=True)
+    assert f"-I{ROOT / 'include'}" in cflags.stdout.replace("//", "/") or "/include" in cflags.stdout
+    subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={tmp_path}"],
+                   env=env, check=True, capture_output=True)
+    path, *_ = exported("mlp")
+    proc = subprocess.run([str(tmp_path / "hello"), str(path)], env=clean_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "method forward" in proc.stdout
