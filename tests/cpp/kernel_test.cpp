@@ -1,10 +1,11 @@
 // Self-checking tests of the portable kernels against naive reference loops (no framework).
 //
 // Calls the run functions directly (kernels/portable/portable_ops.h), so it
-// needs only the runtime core and the kernel objects. Build, e.g.:
-//   g++ -std=c++17 -O2 -Iruntime/include -Ikernels/portable tests/cpp/kernel_test.cpp
-//       kernels/portable/*.cpp <runtime core objects> -lpthread
-// Optional argument: "bench" runs the 512^3 GEMM timing.
+// needs only the runtime core and the kernel sources. From the repository root:
+//   g++ -std=c++17 -O3 -Iruntime/include -Iruntime -Ikernels/portable tests/cpp/kernel_test.cpp
+//       kernels/portable/*.cpp runtime/core/*.cpp runtime/registry/*.cpp -o kernel_test -lpthread -ldl
+//   ./kernel_test            # all checks, on 1 and 2 threads
+//   ./kernel_test bench 1    # 512x512x512 GEMM GFLOP/s on 1 thread
 #include <chrono>
 #include <cinttypes>
 #include <cmath>

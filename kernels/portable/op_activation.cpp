@@ -1,0 +1,142 @@
+// Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid.
+#include <cmath>
+#include <cstring>
+
+#include "kernel_util.h"
+#include "portable_ops.h"
+
+namespace kiln {
+namespace portable {
+namespace {
+
+bool is_float(ScalarType t) { return t == ScalarType::Float32 || t == ScalarType::Float64; }
+
+// Runs a float-only activation `Op::apply<T>(x)` for f32/f64.
+template <typename Op>
+Status float_activation(const char* op, Inputs in, Outputs out) {
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
+  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
+                       describe(*x).c_str());
+  dispatch_real(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) map_elements<T>(*x, *out[0], [](T v) { return Op::apply(v); });
+  });
+  return Status::ok();
+}
+
+struct Sigmoid {
+  template <typename T> static T apply(T v) { return T(1) / (T(1) + std::exp(-v)); }
+};
+struct Tanh {
+  template <typename T> static T apply(T v) { return std::tanh(v); }
+};
+struct Silu {
+  template <typename T> static T apply(T v) { return v / (T(1) + std::exp(-v)); }
+};
+struct Hardswish {
+  template <typename T> static T apply(T v) { return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
+};
+struct Hardsigmoid {
+  template <typename T> static T apply(T v) { return std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
+};
+
+// Clamps to [lo, hi]; NaN passes through, and lo > hi yields hi, as in PyTorch.
+template <typename T>
+void clamp_into(const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
+  const T l = saturate_cast<T>(lo), h = saturate_cast<T>(hi);
+  map_elements<T>(x, y, [=](T v) {
+    if (has_lo && v < l) v = l;
+    if (has_hi && v > h) v = h;
+    return v;
+  });
+}
+
+Status clamp_common(const char* op, const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
+  const bool ok = dispatch_real(x.dtype(), [&](auto tag) { clamp_into<decltype(tag)>(x, y, has_lo, lo, has_hi, hi); });
+  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype %s", op, describe(x).c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+Status relu_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::relu.default";
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
+  return clamp_common(op, *x, *out[0], true, 0.0, false, 0.0);
+}
+
+Status hardtanh_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::hardtanh.default";
+  const Tensor* x;
+  double lo, hi;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "min_val", &lo));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "max_val", &hi));
+  return clamp_common(op, *x, *out[0], true, lo, true, hi);
+}
+
+Status clamp_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::clamp.default";
+  const Tensor* x;
+  double lo = 0, hi = 0;
+  bool has_lo, has_hi;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 1, "min", &lo, &has_lo));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 2, "max", &hi, &has_hi));
+  KILN_CHECK_OR_RETURN(has_lo || has_hi, KernelFailure, "%s: at least one of min and max must be given", op);
+  return clamp_common(op, *x, *out[0], has_lo, lo, has_hi, hi);
+}
+
+Status sigmoid_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Sigmoid>("aten::sigmoid.default", in, out); }
+Status tanh_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Tanh>("aten::tanh.default", in, out); }
+Status silu_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Silu>("aten::silu.default", in, out); }
+Status hardswish_run(KernelContext&, Inputs in, Outputs out) {
+  return float_activation<Hardswish>("aten::hardswish.default", in, out);
+}
+Status hardsigmoid_run(KernelContext&, Inputs in, Outputs out) {
+  return float_activation<Hardsigmoid>("aten::hardsigmoid.default", in, out);
+}
+
+Status gelu_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::gelu.default";
+  const Tensor* x;
+  const char* mode;
+  size_t len;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, &x));
+  KILN_RETURN_IF_ERROR(string_arg(op, in, 1, "approximate", &mode, &len));
+  const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
+  const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
+  KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
+                       static_cast<int>(len), mode);
+  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
+                       describe(*x).c_str());
+  dispatch_real(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (tanh) {
+        const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
+        map_elements<T>(*x, *out[0], [=](T v) {
+          return T(0.5) * v * (T(1) + std::tanh(beta * (v + T(0.044715) * v * v * v)));
+        });
+      } else {
+        map_elements<T>(*x, *out[0], [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))); });
+      }
+    }
+  });
+  return Status::ok();
+}
+
+KILN_REGISTER_KERNEL("aten::relu.default", "f32|f64|i64|i32", relu_run);
+KILN_REGISTER_KERNEL("aten::hardtanh.default", "f32|f64|i64|i32", hardtanh_run);
+KILN_REGISTER_KERNEL("aten::clamp.default", "f32|f64|i64|i32", clamp_run);
+KILN_REGISTER_KERNEL("aten::sigmoid.default", "f32|f64", sigmoid_run);
+KILN_REGISTER_KERNEL("aten::tanh.default", "f32|f64", tanh_run);
+KILN_REGISTER_KERNEL("aten::gelu.default", "f32|f64", gelu_run);
+KILN_REGISTER_KERNEL("aten::silu.default", "f32|f64", silu_run);
+KILN_REGISTER_KERNEL("aten::hardswish.default", "f32|f64", hardswish_run);
+KILN_REGISTER_KERNEL("aten::hardsigmoid.default", "f32|f64", hardsigmoid_run);
+
+}  // namespace portable
+}  // namespace kiln

@@ -1,0 +1,48 @@
+// aten::adaptive_avg_pool2d.default: mean over floor/ceil-split regions to a fixed output size.
+#include "kernel_util.h"
+#include "portable_ops.h"
+
+namespace kiln {
+namespace portable {
+
+Status adaptive_avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::adaptive_avg_pool2d.default";
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
+  const Tensor* x;
+  int64_t os[2];
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "output_size", os));
+  Tensor& y = *out[0];
+  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
+  PoolInput pi;
+  KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
+  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0, KernelFailure, "%s: output_size must be non-negative", op);
+  const int64_t oh = os[0], ow = os[1], h = pi.h, w = pi.w;
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
+  if (y.numel() == 0) return Status::ok();
+
+  const float* xp = x->data_as<const float>();
+  float* yp = y.data_as<float>();
+  parallel_for(pi.planes, std::max<int64_t>(1, kElementwiseGrain / (h * w)), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* plane = xp + p * h * w;
+      float* yo = yp + p * oh * ow;
+      for (int64_t i = 0; i < oh; ++i) {
+        const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t w0 = j * w / ow, w1 = ((j + 1) * w + ow - 1) / ow;
+          double sum = 0.0;
+          for (int64_t a = h0; a < h1; ++a)
+            for (int64_t b = w0; b < w1; ++b) sum += plane[a * w + b];
+          yo[i * ow + j] = static_cast<float>(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+KILN_REGISTER_KERNEL("aten::adaptive_avg_pool2d.default", "f32", adaptive_avg_pool2d_run);
+
+}  // namespace portable
+}  // namespace kiln

@@ -1,0 +1,68 @@
+// aten::addmm.default: beta * self + alpha * (mat1 @ mat2), self broadcast to [M, N].
+#include "gemm.h"
+#include "kernel_util.h"
+#include "portable_ops.h"
+
+namespace kiln {
+namespace portable {
+
+Status addmm_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::addmm.default";
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 5, 1));
+  const Tensor *self, *a, *b;
+  double beta, alpha;
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &self));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "mat1", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 2, "mat2", &b));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 3, "beta", &beta));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 4, "alpha", &alpha));
+  Tensor& y = *out[0];
+  KILN_RETURN_IF_ERROR(check_dtype(op, *self, "self", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, *a, "mat1", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, *b, "mat2", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
+  KILN_CHECK_OR_RETURN(a->dim() == 2, KernelFailure, "%s: mat1 must be 2-D, got %s", op, describe(*a).c_str());
+  KILN_CHECK_OR_RETURN(b->dim() == 2, KernelFailure, "%s: mat2 must be 2-D, got %s", op, describe(*b).c_str());
+  KILN_CHECK_OR_RETURN(a->size(1) == b->size(0), KernelFailure, "%s: cannot multiply %s by %s", op,
+                       describe(*a).c_str(), describe(*b).c_str());
+  const int64_t m = a->size(0), k = a->size(1), n = b->size(1);
+  Dims sizes;
+  sizes.push(m);
+  sizes.push(n);
+  KILN_CHECK_OR_RETURN(self->dim() <= 2, KernelFailure, "%s: self %s does not broadcast to [%lld, %lld]", op,
+                       describe(*self).c_str(), static_cast<long long>(m), static_cast<long long>(n));
+  for (int d = 0; d < self->dim(); ++d) {
+    const int64_t s = self->sizes()[d], want = sizes[2 - self->dim() + d];
+    KILN_CHECK_OR_RETURN(s == 1 || s == want, KernelFailure, "%s: self %s does not broadcast to [%lld, %lld]", op,
+                         describe(*self).c_str(), static_cast<long long>(m), static_cast<long long>(n));
+  }
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
+
+  float* c = y.data_as<float>();
+  // beta == 0 ignores self entirely (NaN/inf included), as PyTorch does.
+  const bool use_self = beta != 0.0;
+  if (use_self) {
+    const Tensor* ins[1] = {self};
+    const BroadcastPlan<1> plan = make_broadcast_plan<1>(sizes, ins);
+    const float* s = self->data_as<const float>();
+    const float fb = static_cast<float>(beta);
+    const int64_t st = plan.strides[0][plan.ndim - 1];
+    parallel_rows(plan, [&](int64_t o, const int64_t* off, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) c[o + i] = fb * s[off[0] + i * st];
+    });
+  }
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a = a->data_as<const float>(), p.a_rs = k, p.a_cs = 1;
+  p.b = b->data_as<const float>(), p.b_rs = n, p.b_cs = 1;
+  p.c = c, p.c_rs = n;
+  p.alpha = static_cast<float>(alpha);
+  p.overwrite = !use_self;
+  gemm(p);
+  return Status::ok();
+}
+
+KILN_REGISTER_KERNEL("aten::addmm.default", "f32,f32,f32", addmm_run);
+
+}  // namespace portable
+}  // namespace kiln

@@ -1,0 +1,67 @@
+// Private declarations of the portable kernels' run functions, for tests that call them directly.
+#pragma once
+
+#include "kiln/kernel.h"
+
+namespace kiln {
+namespace portable {
+
+#define KILN_PORTABLE_OP(name) \
+  Status name(KernelContext& ctx, Span<const Value* const> inputs, Span<Tensor* const> outputs)
+
+KILN_PORTABLE_OP(relu_run);
+KILN_PORTABLE_OP(hardtanh_run);
+KILN_PORTABLE_OP(clamp_run);
+KILN_PORTABLE_OP(sigmoid_run);
+KILN_PORTABLE_OP(tanh_run);
+KILN_PORTABLE_OP(silu_run);
+KILN_PORTABLE_OP(hardswish_run);
+KILN_PORTABLE_OP(hardsigmoid_run);
+KILN_PORTABLE_OP(gelu_run);
+KILN_PORTABLE_OP(adaptive_avg_pool2d_run);
+KILN_PORTABLE_OP(addmm_run);
+KILN_PORTABLE_OP(avg_pool2d_run);
+KILN_PORTABLE_OP(batch_norm_no_training_run);
+KILN_PORTABLE_OP(add_tensor_run);
+KILN_PORTABLE_OP(sub_tensor_run);
+KILN_PORTABLE_OP(mul_tensor_run);
+KILN_PORTABLE_OP(div_tensor_run);
+KILN_PORTABLE_OP(cat_run);
+KILN_PORTABLE_OP(conv2d_run);
+KILN_PORTABLE_OP(embedding_run);
+KILN_PORTABLE_OP(expand_run);
+KILN_PORTABLE_OP(layer_norm_run);
+KILN_PORTABLE_OP(linear_run);
+KILN_PORTABLE_OP(matmul_run);
+KILN_PORTABLE_OP(max_pool2d_run);
+KILN_PORTABLE_OP(mm_run);
+KILN_PORTABLE_OP(bmm_run);
+KILN_PORTABLE_OP(permute_run);
+KILN_PORTABLE_OP(transpose_int_run);
+KILN_PORTABLE_OP(sum_dim_run);
+KILN_PORTABLE_OP(mean_dim_run);
+KILN_PORTABLE_OP(sum_run);
+KILN_PORTABLE_OP(mean_run);
+KILN_PORTABLE_OP(slice_tensor_run);
+KILN_PORTABLE_OP(select_int_run);
+KILN_PORTABLE_OP(softmax_run);
+KILN_PORTABLE_OP(log_softmax_run);
+KILN_PORTABLE_OP(to_copy_run);
+KILN_PORTABLE_OP(neg_run);
+KILN_PORTABLE_OP(abs_run);
+KILN_PORTABLE_OP(exp_run);
+KILN_PORTABLE_OP(log_run);
+KILN_PORTABLE_OP(sqrt_run);
+KILN_PORTABLE_OP(rsqrt_run);
+KILN_PORTABLE_OP(pow_tensor_scalar_run);
+KILN_PORTABLE_OP(view_run);
+KILN_PORTABLE_OP(squeeze_dims_run);
+KILN_PORTABLE_OP(unsqueeze_run);
+KILN_PORTABLE_OP(clone_run);
+KILN_PORTABLE_OP(where_self_run);
+KILN_PORTABLE_OP(masked_fill_scalar_run);
+
+#undef KILN_PORTABLE_OP
+
+}  // namespace portable
+}  // namespace kiln
