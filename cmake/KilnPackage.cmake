@@ -2,10 +2,12 @@
 # the public headers, the CMake package and the pkg-config file.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}/runtime/include/kiln"
-        DESTINATION include FILES_MATCHING PATTERN "*.h")
-
+# A static build (KILN_BUILD_SHARED=OFF) embeds the runtime in the Python
+# extension and ships no C++ SDK: there would be no library to link.
 if(KILN_BUILD_SHARED)
+  install(DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}/runtime/include/kiln"
+          DESTINATION include FILES_MATCHING PATTERN "*.h")
+
   # One real file, no namelink: wheels cannot hold symlinks.
   install(TARGETS kiln LIBRARY DESTINATION lib NAMELINK_SKIP)
 

@@ -7,6 +7,7 @@ Prints one "case <id>" line before each attempt (so a crash names its case) and
 a final JSON summary line. Exits 3 if an exception other than KilnError escapes.
 """
 
+import faulthandler
 import json
 import resource
 import sys
@@ -37,6 +38,7 @@ def attempt(data: bytes) -> str:
 
 
 def main() -> int:
+    faulthandler.enable()
     spec = json.load(open(sys.argv[1]))
     base = open(spec["base"], "rb").read()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -7,6 +7,7 @@ import sysconfig
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import kiln
 from conftest import clean_env
@@ -20,6 +21,7 @@ def kiln_cmd(*args, module=False):
     return subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=120)
 
 
+@pytest.mark.shared_runtime
 def test_locators_point_into_the_installed_package():
     root = Path(kiln.__file__).parent
     for module in (False, True):
@@ -61,4 +63,10 @@ def test_bad_file_is_a_clean_error(tmp_path):
 def test_doctor():
     proc = kiln_cmd("doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "libkiln.so.0" in proc.stdout and "kernels:" in proc.stdout
+    assert f"runtime library: {kiln.runtime_library_path()}" in proc.stdout and "kernels:" in proc.stdout
+
+
+@pytest.mark.static_runtime
+def test_static_build_has_no_sdk():
+    proc = kiln_cmd("--cmakedir")
+    assert proc.returncode == 1 and "KILN_BUILD_SHARED=OFF" in proc.stderr

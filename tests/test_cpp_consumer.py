@@ -10,6 +10,8 @@ import pytest
 import kiln
 from conftest import REPO, build_cmake_project, clean_env
 
+pytestmark = pytest.mark.shared_runtime
+
 
 @pytest.fixture(scope="module")
 def hello(tmp_path_factory):

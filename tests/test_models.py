@@ -95,3 +95,21 @@ def test_load_from_bytes_and_buffer(exported):
     for source in (data, bytearray(data), memoryview(data)):
         got = kiln.load(source).forward(example[0].numpy())[0]
         np.testing.assert_array_equal(got, expected)
+
+
+def test_loaded_program_owns_a_copy_of_writable_buffers(exported):
+    # A writable buffer is copied at load: changing or freeing it afterwards must
+    # not affect the program. Many loads, so that every heap alignment occurs.
+    path, _, example, _ = exported("mlp")
+    data = path.read_bytes()
+    x = example[0].numpy()
+    expected = kiln.load(path).forward(x)[0]
+    programs = []
+    for i in range(64):
+        buffer = bytearray(data)
+        programs.append(kiln.load(buffer))
+        buffer[:] = bytes(len(buffer))  # scribble over the caller's copy
+        del buffer
+        _ = [bytearray(len(data)) for _ in range(3)]  # reuse the freed memory
+    for program in programs:
+        np.testing.assert_array_equal(program.forward(x)[0], expected)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import REPO, build_cmake_project, clean_env
+from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env
 from program_builder import backend_program, single_op_program
 
 
@@ -38,7 +38,9 @@ def test_portable_kernels_are_registered_by_the_runtime():
     for op in ("aten::linear.default", "aten::conv2d.default", "aten::_softmax.default", "aten::embedding.default"):
         assert op in ops
     runtime = kiln.runtime_library_path()
-    assert runtime.endswith("libkiln.so.0")
+    # The registry lives in libkiln.so.0, or in the extension itself in a static build.
+    expected = kiln._kiln.__file__ if STATIC_RUNTIME else str(Path(kiln.__file__).parent / "lib" / "libkiln.so.0")
+    assert Path(runtime).resolve() == Path(expected).resolve()
     assert {k.library for k in kernels} == {runtime}
     assert kiln.registration_failures() == []
 
@@ -57,6 +59,7 @@ def test_missing_backend_fails_at_method_load(tmp_path):
         kiln.load(tmp_path / "p.kiln").method("forward")
 
 
+@pytest.mark.shared_runtime
 def test_backend_collision_keeps_the_first(plugins, tmp_path):
     backend_program(tmp_path / "echo.kiln", scale=3.0)
     proc = run_python(f"""
@@ -84,6 +87,7 @@ def test_backend_collision_keeps_the_first(plugins, tmp_path):
     assert "FAILURES: [('backend test_echo', 'registration_conflict')]" in out
 
 
+@pytest.mark.shared_runtime
 def test_kernel_collision_with_the_runtime(plugins, tmp_path):
     single_op_program(tmp_path / "relu.kiln", "aten::relu")
     proc = run_python(f"""
@@ -108,6 +112,7 @@ def test_kernel_collision_with_the_runtime(plugins, tmp_path):
     assert "OTHER: ['librelu_clash.so']" in out  # its non-clashing registration stands
 
 
+@pytest.mark.shared_runtime
 def test_abi_mismatch_is_refused(plugins):
     proc = run_python(f"""
         import kiln
@@ -121,6 +126,7 @@ def test_abi_mismatch_is_refused(plugins):
     assert "REGISTERED: False" in proc.stdout
 
 
+@pytest.mark.shared_runtime
 def test_library_errors(plugins, tmp_path):
     with pytest.raises(kiln.KilnError, match="does not exist"):
         kiln.load_library(tmp_path / "missing.so")
@@ -132,6 +138,7 @@ def test_library_errors(plugins, tmp_path):
         kiln.load_library(plugins / "libregisters_nothing.so")
 
 
+@pytest.mark.shared_runtime
 def test_loading_twice_returns_the_same_registrations(plugins):
     proc = run_python(f"""
         import kiln

@@ -11,6 +11,8 @@ import pytest
 import kiln
 from conftest import REPO, clean_env
 
+pytestmark = pytest.mark.shared_runtime
+
 ROOT = Path(kiln.__file__).resolve().parent
 LIB = ROOT / "lib"
 
@@ -38,7 +40,7 @@ def test_headers_are_public_only():
     assert "flatbuffers" not in text and "nanobind" not in text and "_generated.h" not in text
 
 
-@pytest.mark.parametrize("header", sorted(p.name for p in (ROOT / "include" / "kiln").iterdir()))
+@pytest.mark.parametrize("header", sorted(p.name for p in (ROOT / "include" / "kiln").glob("*.h")))
 def test_each_header_compiles_alone(header, tmp_path):
     src = tmp_path / "one.cpp"
     src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")

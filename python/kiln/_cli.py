@@ -80,7 +80,11 @@ def _doctor(_args) -> int:
 
     print(f"kiln {kiln.__version__}")
     print(f"runtime library: {kiln.runtime_library_path()}")
-    print(f"cmake dir: {kiln.cmake_dir()} ({'ok' if os.path.isfile(os.path.join(kiln.cmake_dir(), 'kilnConfig.cmake')) else 'missing'})")
+    if kiln._kiln.STATIC_RUNTIME:
+        print("C++ SDK: none (static build: the runtime is embedded in the Python extension)")
+    else:
+        config = os.path.join(kiln.cmake_dir(), "kilnConfig.cmake")
+        print(f"cmake dir: {kiln.cmake_dir()} ({'ok' if os.path.isfile(config) else 'missing'})")
     print(f"threads: {kiln.num_threads()}")
     kernels = kiln.registered_kernels()
     ops = sorted({k.op_name for k in kernels})
@@ -96,7 +100,13 @@ def _doctor(_args) -> int:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in LOCATORS:
-        print(_locate(argv[0]))
+        import kiln
+
+        try:
+            print(_locate(argv[0]))
+        except kiln.KilnError as e:
+            print(f"kiln: {e}", file=sys.stderr)
+            return 1
         return 0
 
     parser = argparse.ArgumentParser(prog="kiln", description="kiln: run exported PyTorch programs")

@@ -134,12 +134,9 @@ PyProgram load_buffer(nb::handle obj, uint64_t max_arena_bytes) {
   // rest. Writable buffers are copied regardless: the caller could change them
   // after verification.
   bool borrow = view->readonly && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
-  kiln::Result<kiln::Program> program = [&] {
-    if (borrow) return kiln::Program::load_from_buffer(view->buf, static_cast<size_t>(view->len), options);
-    std::vector<uint8_t> copy(static_cast<const uint8_t*>(view->buf),
-                              static_cast<const uint8_t*>(view->buf) + view->len);
-    return kiln::Program::load_from_buffer(copy.data(), copy.size(), options);
-  }();
+  kiln::Result<kiln::Program> program =
+      borrow ? kiln::Program::load_from_buffer(view->buf, static_cast<size_t>(view->len), options)
+             : kiln::Program::load_from_copy(view->buf, static_cast<size_t>(view->len), options);
   PyProgram out;
   out.program = std::make_shared<kiln::Program>(unwrap(std::move(program)));
   if (borrow) out.borrowed = view;

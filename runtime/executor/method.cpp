@@ -3,6 +3,7 @@
 // loader/verifier.cpp; this file trusts them and says which check it relies on.
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "executor/method_state.h"
@@ -14,6 +15,27 @@ namespace {
 
 using schema::TensorStorage;
 using schema::ValueKind;
+
+// Planned memory: an anonymous mapping, zero-filled and committed by the OS page
+// by page as it is first written. Under AddressSanitizer arenas come from the
+// heap instead, so that its redzones catch a kernel writing past an arena.
+void* allocate_arena(size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  return std::calloc(1, size);
+#else
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+#endif
+}
+
+void free_arena(void* p, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)size;
+  std::free(p);
+#else
+  ::munmap(p, size);
+#endif
+}
 
 Status resolve_kernel(const std::string& op, const std::vector<const Value*>& args, const KernelEntry** out) {
   std::vector<ScalarType> dtypes;
@@ -43,18 +65,14 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
   const schema::Method& m = *s.method;
   const auto& values = *m.values();
 
-  // Planned memory: one anonymous mapping per arena, zero-filled, committed by
-  // the OS page by page as it is first written (verify_program bounded the sum).
+  // Planned memory, once per loaded method (verify_program bounded the total).
   if (m.arena_sizes() != nullptr) {
     for (uint64_t size : *m.arena_sizes()) {
       Arena a;
       a.size = static_cast<size_t>(size);
       if (a.size > 0) {
-        void* p = ::mmap(nullptr, a.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) {
-          return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
-        }
-        a.data = p;
+        a.data = allocate_arena(a.size);
+        if (a.data == nullptr) return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
       }
       s.arenas.push_back(a);
     }
@@ -270,7 +288,7 @@ MethodState::~MethodState() {
     }
   }
   for (Arena& a : arenas) {
-    if (a.data) ::munmap(a.data, a.size);
+    if (a.data) free_arena(a.data, a.size);
   }
 }
 

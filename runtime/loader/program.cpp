@@ -41,6 +41,13 @@ Result<Program> Program::load_from_buffer(const void* data, size_t size, const L
                      [](std::shared_ptr<const internal::ProgramData> d) { return Program(std::move(d)); });
 }
 
+Result<Program> Program::load_from_copy(const void* data, size_t size, const LoadOptions& options) {
+  auto bytes = internal::ProgramBytes::copy_of(data, size);
+  if (!bytes.ok()) return bytes.status();
+  return finish_load(std::move(bytes).value(), options,
+                     [](std::shared_ptr<const internal::ProgramData> d) { return Program(std::move(d)); });
+}
+
 std::vector<std::string> Program::method_names() const {
   std::vector<std::string> names;
   for (const auto& spec : data_->specs) names.push_back(spec.name);

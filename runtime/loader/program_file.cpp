@@ -101,6 +101,11 @@ Result<std::unique_ptr<ProgramBytes>> ProgramBytes::from_buffer(const void* data
   if (reinterpret_cast<uintptr_t>(data) % kSegmentAlignment == 0 && data != nullptr) {
     return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Borrowed, static_cast<const uint8_t*>(data), size));
   }
+  return copy_of(data, size);
+}
+
+Result<std::unique_ptr<ProgramBytes>> ProgramBytes::copy_of(const void* data, size_t size) {
+  KILN_CHECK_OR_RETURN(data != nullptr || size == 0, InvalidArgument, "null buffer of %zu bytes", size);
   size_t rounded = (size + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
   void* copy = std::aligned_alloc(kSegmentAlignment, rounded == 0 ? kSegmentAlignment : rounded);
   KILN_CHECK_OR_RETURN(copy != nullptr, OutOfMemory, "cannot copy a %zu-byte program", size);

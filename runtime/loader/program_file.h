@@ -35,6 +35,8 @@ class ProgramBytes {
   static Result<std::unique_ptr<ProgramBytes>> map_file(const std::string& path);
   // Borrows `data` when 64-byte aligned, else copies it into aligned memory.
   static Result<std::unique_ptr<ProgramBytes>> from_buffer(const void* data, size_t size);
+  // Always copies into memory it owns.
+  static Result<std::unique_ptr<ProgramBytes>> copy_of(const void* data, size_t size);
   ~ProgramBytes();
   ProgramBytes(const ProgramBytes&) = delete;
   ProgramBytes& operator=(const ProgramBytes&) = delete;

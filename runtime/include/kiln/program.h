@@ -50,6 +50,8 @@ class KILN_API Program {
   // and unchanged while the program or any method lives); otherwise copies it.
   static Result<Program> load_from_buffer(const void* data, size_t size,
                                           const LoadOptions& options = {});
+  // Copies `data` first: the caller may change or free it as soon as this returns.
+  static Result<Program> load_from_copy(const void* data, size_t size, const LoadOptions& options = {});
 
   std::vector<std::string> method_names() const;
   Result<MethodSpec> method_spec(const std::string& name) const;

@@ -1,0 +1,89 @@
+"""G8 under AddressSanitizer and UBSan: the kernels' own checks and a corpus of corrupt
+programs run in C++ programs built from this source tree with sanitizers. A Python
+test sees a crash; only a sanitizer sees an out-of-bounds read that happens not to crash.
+"""
+
+import os
+import random
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, build_cmake_project, clean_env
+
+BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
+pytestmark = pytest.mark.build_independent
+HEADER = struct.Struct("<8sIIQQQQQ8x")
+
+
+@pytest.fixture(scope="module")
+def sanitized() -> Path:
+    build_cmake_project(REPO, BUILD, defines={
+        "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
+        "KILN_SANITIZE": "ON", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g"})
+    return BUILD / "tests" / "cpp"
+
+
+def sanitizer_env():
+    return clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=70",
+                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=71")
+
+
+def test_kernel_checks(sanitized):
+    proc = subprocess.run([str(sanitized / "kernel_test")], capture_output=True, text=True, env=sanitizer_env(),
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert ", 0 failures" in proc.stdout
+
+
+def corrupt_corpus(base: bytes, seed: int, flips: int, out: Path) -> list:
+    rng = random.Random(seed)
+    structure_end = HEADER.unpack_from(base)[5]
+    files = []
+    for i in range(flips):
+        data = bytearray(base)
+        limit = structure_end if i % 5 else len(data)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(limit)] ^= rng.randrange(1, 256)
+        files.append(data)
+    for n in range(0, len(base), max(1, len(base) // 100)):
+        files.append(base[:n])
+    paths = []
+    for i, data in enumerate(files):
+        p = out / f"{seed}-{i}.kiln"
+        p.write_bytes(bytes(data))
+        paths.append(p)
+    return paths
+
+
+def run_programs(binary: Path, paths: list) -> dict:
+    outcomes = {}
+    for start in range(0, len(paths), 400):
+        chunk = [str(p) for p in paths[start:start + 400]]
+        proc = subprocess.run([str(binary), *chunk], capture_output=True, text=True, env=sanitizer_env(),
+                              timeout=900)
+        assert proc.returncode == 0 and "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, \
+            proc.stdout[-1000:] + proc.stderr[-6000:]
+        lines = proc.stdout.splitlines()
+        assert len(lines) == len(chunk)
+        for line in lines:
+            outcome = line.rsplit(" ", 1)[1]
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+def test_valid_programs_run_clean(sanitized, exported):
+    paths = [exported(name)[0] for name in ("mlp", "cnn", "encoder", "tied", "two_methods")]
+    assert run_programs(sanitized / "run_programs", paths) == {"ran": len(paths)}
+
+
+@pytest.mark.parametrize("name", ["cnn", "encoder"])
+def test_corrupt_programs_under_sanitizers(sanitized, exported, tmp_path, name):
+    base = exported(name)[0].read_bytes()
+    paths = corrupt_corpus(base, seed=len(name), flips=1500, out=tmp_path)
+    outcomes = run_programs(sanitized / "run_programs", paths)
+    print(name, outcomes)
+    assert sum(outcomes.values()) == len(paths)
+    assert outcomes.get("invalid_program", 0) > len(paths) // 2
