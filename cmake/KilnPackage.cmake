@@ -11,6 +11,8 @@ if(KILN_BUILD_SHARED)
   # One real file, no namelink: wheels cannot hold symlinks.
   install(TARGETS kiln LIBRARY DESTINATION lib NAMELINK_SKIP)
 
+  get_property(_kiln_extensions GLOBAL PROPERTY KILN_EXTENSION_NAMES)
+  list(JOIN _kiln_extensions " " KILN_EXTENSION_NAMES)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/kilnConfig.cmake.in"
                  "${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake" @ONLY)
   write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake"
@@ -18,6 +20,7 @@ if(KILN_BUILD_SHARED)
   install(FILES "${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake"
                 "${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake"
                 "${CMAKE_CURRENT_SOURCE_DIR}/cmake/kiln-runpath.rsp"
+                "${CMAKE_CURRENT_SOURCE_DIR}/cmake/kilnPlugin.cmake"
           DESTINATION lib/cmake/kiln)
 
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/cmake/kiln.pc.in"

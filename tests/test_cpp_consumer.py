@@ -58,3 +58,11 @@ def test_hello_reports_bad_program(hello, tmp_path):
     proc = subprocess.run([str(hello), str(bad)], capture_output=True, text=True, env=clean_env())
     assert proc.returncode == 1
     assert "invalid_program" in proc.stderr
+
+
+def test_found_through_site_packages_prefix(tmp_path):
+    # Plain CMake with CMAKE_PREFIX_PATH=<site-packages> finds <prefix>/kiln/lib/cmake/kiln.
+    site_packages = Path(kiln.__file__).resolve().parent.parent
+    build_cmake_project(REPO / "examples" / "cpp" / "hello", tmp_path, defines={"CMAKE_PREFIX_PATH": str(site_packages)})
+    cache = (tmp_path / "CMakeCache.txt").read_text()
+    assert f"kiln_DIR:PATH={site_packages / 'kiln' / 'lib' / 'cmake' / 'kiln'}" in cache

@@ -73,7 +73,10 @@ def test_tied_weights_are_stored_once(exported):
 def test_memory_plan_reuses_buffers(exported):
     _, _, _, report = exported("cnn")
     forward = report.methods["forward"]
-    assert 0 < forward.arena_bytes < forward.naive_bytes
+    # Without reuse the arena would be the naive sum (less the last tensor's
+    # alignment padding). This CNN never has more than a few activations live,
+    # so real reuse halves it at least.
+    assert 0 < forward.arena_bytes < forward.naive_bytes / 2
     assert f"planned {forward.arena_bytes} bytes (naive {forward.naive_bytes})" in str(report)
     # The runtime allocates exactly what the plan says.
     path, _, _, _ = exported("cnn")

@@ -23,6 +23,7 @@ def test_lib_dir_holds_exactly_the_sdk_files():
         "cmake/kiln/kiln-runpath.rsp",
         "cmake/kiln/kilnConfig.cmake",
         "cmake/kiln/kilnConfigVersion.cmake",
+        "cmake/kiln/kilnPlugin.cmake",
         "libkiln.so.0",
         "pkgconfig/kiln.pc",
     ]

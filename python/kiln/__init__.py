@@ -4,11 +4,14 @@
 on first use.
 """
 
+from . import _kiln
 from ._kiln import __version__
 from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
 from ._program import Method, Program, TensorSpec, load
 from ._registry import (
     load_library,
+    load_plugins,
+    runtime_copies,
     num_threads,
     registered_backends,
     registered_kernels,
@@ -18,6 +21,7 @@ from ._registry import (
 )
 from .errors import (
     AbiMismatch,
+    DuplicateRuntime,
     ExecutionError,
     ExportError,
     InvalidArgument,
@@ -41,6 +45,8 @@ __all__ = [
     "registered_backends",
     "registration_failures",
     "load_library",
+    "load_plugins",
+    "runtime_copies",
     "runtime_library_path",
     "num_threads",
     "set_num_threads",
@@ -57,11 +63,17 @@ __all__ = [
     "MissingBackend",
     "RegistrationError",
     "AbiMismatch",
+    "DuplicateRuntime",
     "NotSupported",
     "ExecutionError",
     "ExportError",
     "UnsupportedOperatorError",
 ]
+
+
+# One runtime per process: refuse to start next to another copy (e.g. a library
+# loaded earlier that embeds the runtime statically). Raises DuplicateRuntime.
+_kiln.check_single_runtime()
 
 
 def __getattr__(name):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kiln
-from .errors import InvalidArgument, InvalidInput
+from . import _kiln, _registry
+from .errors import InvalidArgument, InvalidInput, MissingBackend, MissingKernel
 
 DEFAULT_MAX_ARENA_BYTES = 4 << 30
 
@@ -108,7 +108,14 @@ class Program:
         """The loaded method `name` (kernels resolved, memory planned) — loaded once."""
         m = self._methods.get(name)
         if m is None:
-            m = Method(self._native.load_method(name))
+            try:
+                native = self._native.load_method(name)
+            except (MissingKernel, MissingBackend):
+                # Installed plugins may provide it: load them once, then retry.
+                if not _registry._load_plugins_once():
+                    raise
+                native = self._native.load_method(name)
+            m = Method(native)
             self._methods[name] = m
         return m
 

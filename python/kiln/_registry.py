@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from . import _kiln
+from .errors import RegistrationError
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,55 @@ def load_library(path: str | os.PathLike) -> LoadedLibrary:
         [KernelRegistration(*k) for k in kernels],
         [BackendRegistration(*b) for b in backends],
     )
+
+
+PLUGIN_ENTRY_POINT_GROUP = "kiln.plugins"
+_plugins_loaded = False
+
+
+def load_plugins() -> list[LoadedLibrary]:
+    """Load the plugin libraries that installed distributions declare.
+
+    A distribution declares plugins in the "kiln.plugins" entry-point group;
+    each entry point resolves to a path, or to a callable returning a path or a
+    list of paths, of a library to pass to load_library. Each library is loaded
+    once per process; loading again returns what it registered the first time.
+    Errors of one plugin are raised after all others were tried.
+    """
+    global _plugins_loaded
+    from importlib.metadata import entry_points
+
+    loaded, errors = [], []
+    for ep in entry_points(group=PLUGIN_ENTRY_POINT_GROUP):
+        try:
+            target = ep.load()
+            paths = target() if callable(target) else target
+            if isinstance(paths, (str, os.PathLike)):
+                paths = [paths]
+            for path in paths:
+                loaded.append(load_library(path))
+        except Exception as e:  # one broken plugin must not hide the others
+            errors.append(f"plugin {ep.name!r} ({ep.value}): {type(e).__name__}: {e}")
+    _plugins_loaded = True
+    if errors:
+        raise RegistrationError("; ".join(errors))
+    return loaded
+
+
+def _load_plugins_once() -> bool:
+    """Loads plugins if that was never tried; True if it did something now."""
+    if _plugins_loaded:
+        return False
+    try:
+        load_plugins()
+    except RegistrationError:
+        pass  # the caller reports its own, more specific error
+    return True
+
+
+def runtime_copies() -> list[str]:
+    """Every loaded file that carries a copy of the kiln runtime (normally exactly one)."""
+    return list(_kiln.runtime_copies())
 
 
 def runtime_library_path() -> str:

@@ -53,6 +53,10 @@ class ExecutionError(KilnError):
     """A kernel or backend failed while running."""
 
 
+class DuplicateRuntime(KilnError, ImportError):
+    """Two copies of the kiln runtime are loaded in one process; the message names both files."""
+
+
 class ExportError(KilnError):
     """kiln.export could not turn a model into a program."""
 
@@ -77,4 +81,5 @@ BY_ERROR_NAME = {
     "io_error": IoError,
     "kernel_failure": ExecutionError,
     "internal": KilnError,
+    "duplicate_runtime": DuplicateRuntime,
 }

@@ -295,6 +295,8 @@ NB_MODULE(_kiln, m) {
     return nb::make_tuple(info.path, kernels_list(info.kernels), backends_list(info.backends));
   });
   m.def("runtime_library_path", &kiln::runtime_library_path);
+  m.def("runtime_copies", &kiln::runtime_copies);
+  m.def("check_single_runtime", [] { check(kiln::check_single_runtime()); });
   m.def("num_threads", &kiln::num_threads);
   m.def("set_num_threads", [](int n) {
     nb::gil_scoped_release release;
@@ -302,7 +304,7 @@ NB_MODULE(_kiln, m) {
   });
   m.def("error_names", [] {
     std::vector<std::string> names;
-    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::Internal); ++e) {
+    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::DuplicateRuntime); ++e) {
       names.push_back(kiln::error_name(static_cast<kiln::Error>(e)));
     }
     return names;

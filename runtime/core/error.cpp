@@ -22,6 +22,7 @@ const char* error_name(Error e) noexcept {
     case Error::IoError: return "io_error";
     case Error::KernelFailure: return "kernel_failure";
     case Error::Internal: return "internal";
+    case Error::DuplicateRuntime: return "duplicate_runtime";
   }
   return "unknown";
 }

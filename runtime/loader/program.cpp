@@ -1,5 +1,6 @@
 // Program: loading (mmap or buffer), verification, and method lookup.
 #include "kiln/program.h"
+#include "kiln/registry.h"
 
 #include "executor/method_state.h"
 #include "loader/program_data.h"
@@ -7,8 +8,17 @@
 namespace kiln {
 
 namespace {
+// Before any program loads: KILN_PLUGIN_PATH plugins are in (once; a failing
+// plugin was logged and must not block programs that do not need it), and this
+// process has a single runtime.
+Status prepare_runtime() {
+  (void)load_plugins_from_env();
+  return check_single_runtime();
+}
+
 Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const LoadOptions& options,
                             Program (*make)(std::shared_ptr<const internal::ProgramData>)) {
+  KILN_RETURN_IF_ERROR(prepare_runtime());
   auto data = std::make_shared<internal::ProgramData>();
   data->bytes = std::move(bytes);
   data->options = options;

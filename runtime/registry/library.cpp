@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -37,6 +38,12 @@ Result<LibraryInfo> load_library(const std::string& path) {
     return Status(Error::InvalidArgument,
                   format("cannot load library '%s': %s", path.c_str(), err ? err : "unknown error"));
   }
+  // A library that embeds its own copy of the runtime registered into that
+  // copy's registries: refuse it, naming both files.
+  Status single = check_single_runtime();
+  if (!single.is_ok()) {
+    return Status(single.code(), format("loading '%s': %s", path.c_str(), single.message().c_str()));
+  }
   auto known = loaded_libraries().find(handle);
   if (known != loaded_libraries().end()) {
     dlclose(handle);  // drop the extra reference; the library stays loaded
@@ -70,6 +77,35 @@ Result<LibraryInfo> load_library(const std::string& path) {
   loaded_libraries().emplace(handle, LoadedLibrary{info, status});
   if (!status.is_ok()) return status;
   return info;
+}
+
+Result<std::vector<LibraryInfo>> load_plugins_from_env() {
+  static std::mutex once_mutex;
+  static bool done = false;
+  static std::vector<LibraryInfo> loaded;
+  static Status first_error;
+  std::lock_guard<std::mutex> lock(once_mutex);
+  if (!done) {
+    done = true;
+    const char* env = std::getenv("KILN_PLUGIN_PATH");
+    std::string list = env ? env : "";
+    size_t start = 0;
+    while (start < list.size()) {
+      size_t colon = list.find(':', start);
+      std::string path = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      start = colon == std::string::npos ? list.size() : colon + 1;
+      if (path.empty()) continue;
+      Result<LibraryInfo> lib = load_library(path);
+      if (lib.ok()) {
+        loaded.push_back(lib.value());
+      } else {
+        log(LogLevel::Error, "KILN_PLUGIN_PATH: %s", lib.status().message().c_str());
+        if (first_error.is_ok()) first_error = Status(lib.status()).with_context("KILN_PLUGIN_PATH");
+      }
+    }
+  }
+  if (!first_error.is_ok()) return Status(first_error);
+  return loaded;
 }
 
 std::string runtime_library_path() {

@@ -38,6 +38,9 @@ enum class Error : uint32_t {
   KernelFailure = 12,
   // A broken invariant inside kiln: a bug, never the user's mistake.
   Internal = 13,
+  // More than one copy of the kiln runtime is loaded in this process, so there
+  // would be more than one set of registries.
+  DuplicateRuntime = 14,
 };
 
 // Stable lowercase name of an error kind ("invalid_program").

@@ -49,4 +49,18 @@ KILN_API Result<LibraryInfo> load_library(const std::string& path);
 // embeds the runtime in a static build).
 KILN_API std::string runtime_library_path();
 
+// Every loaded file that carries a copy of the runtime (each copy has an ELF
+// note that identifies it, visible whatever its symbol visibility).
+KILN_API std::vector<std::string> runtime_copies();
+// DuplicateRuntime, naming every copy, if more than one is loaded (also logged).
+// Program loading and load_library check this, so a process that somehow got a
+// second copy fails loudly instead of registering into a registry nobody reads.
+KILN_API Status check_single_runtime();
+
+// Loads each file named in the colon-separated KILN_PLUGIN_PATH once per
+// process (the runtime does this before it loads its first program). Returns
+// what was loaded; a file that fails is logged and its error returned after
+// the others were tried.
+KILN_API Result<std::vector<LibraryInfo>> load_plugins_from_env();
+
 }  // namespace kiln
