@@ -11,7 +11,10 @@ if(KILN_BUILD_SHARED)
   target_link_options(kiln PRIVATE
     "LINKER:--version-script=${CMAKE_CURRENT_SOURCE_DIR}/runtime/kiln.map"
     "LINKER:--no-undefined"
-    "LINKER:-z,defs")
+    "LINKER:-z,defs"
+    # The runtime's calls into its own API bind to itself: a copy loaded
+    # earlier with RTLD_GLOBAL cannot take over its registries.
+    "LINKER:-Bsymbolic-functions")
 else()
   add_library(kiln STATIC)
 endif()

@@ -23,6 +23,18 @@ std::map<void*, LoadedLibrary>& loaded_libraries() {
   static auto* libs = new std::map<void*, LoadedLibrary>();
   return *libs;
 }
+
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+const std::string& record_library(const internal::RegistrationRecord& rec) {
+  return !rec.accepted ? rec.failure.library : rec.is_kernel ? rec.kernel.library : rec.backend.library;
+}
+
 }  // namespace
 
 Result<LibraryInfo> load_library(const std::string& path) {
@@ -31,15 +43,27 @@ Result<LibraryInfo> load_library(const std::string& path) {
   if (path.empty() || ::stat(path.c_str(), &st) != 0) {
     return Status(Error::NotFound, format("library '%s' does not exist", path.c_str()));
   }
-  size_t first = internal::registration_count();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A library that embeds its own copy of the runtime would register into that
+  // copy's registries, which nobody reads: refuse it before any of its code runs.
+  std::string runtime = runtime_library_path();
+  if (!same_file(path, runtime) && internal::file_carries_runtime(path)) {
+    return Status(Error::DuplicateRuntime,
+                  format("'%s' embeds its own copy of the kiln runtime; this process already runs '%s'. "
+                         "Link the library against libkiln.so.0 instead of embedding the runtime",
+                         path.c_str(), runtime.c_str()));
+  }
+  // A library the process loaded already (linked by the app, dlopened, ctypes)
+  // ran its static initializers then: its registrations are in the log
+  // already, attributed to its file.
+  void* already = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  size_t first = already ? 0 : internal::registration_count();
+  void* handle = already ? already : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
     return Status(Error::InvalidArgument,
                   format("cannot load library '%s': %s", path.c_str(), err ? err : "unknown error"));
   }
-  // A library that embeds its own copy of the runtime registered into that
-  // copy's registries: refuse it, naming both files.
+  // One of its dependencies may embed the runtime: that shows only once loaded.
   Status single = check_single_runtime();
   if (!single.is_ok()) {
     return Status(single.code(), format("loading '%s': %s", path.c_str(), single.message().c_str()));
@@ -55,6 +79,7 @@ Result<LibraryInfo> load_library(const std::string& path) {
   info.path = path;
   Status first_failure;
   for (const auto& rec : internal::registrations_since(first)) {
+    if (already && !same_file(record_library(rec), path)) continue;
     if (!rec.accepted) {
       log(LogLevel::Error, "%s", rec.failure.status.message().c_str());
       if (first_failure.is_ok()) first_failure = rec.failure.status;

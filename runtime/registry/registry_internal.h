@@ -48,4 +48,8 @@ std::vector<RegistrationRecord> registrations_since(size_t first);
 // The file that defines `address` (dladdr), or "<unknown>".
 std::string library_of(const void* address);
 
+// True if the ELF file at `path` carries the runtime's note (it embeds a copy
+// of the runtime). Reads program headers only; runs none of the file's code.
+bool file_carries_runtime(const std::string& path);
+
 }  // namespace kiln::internal
