@@ -70,3 +70,13 @@ def test_doctor():
 def test_static_build_has_no_sdk():
     proc = kiln_cmd("--cmakedir")
     assert proc.returncode == 1 and "KILN_BUILD_SHARED=OFF" in proc.stderr
+
+
+def test_inspect_does_not_need_the_programs_kernels(tmp_path):
+    # A program whose backend is not loaded still shows its interface.
+    from program_builder import backend_program
+
+    backend_program(tmp_path / "p.kiln", backend="not_loaded_anywhere")
+    proc = kiln_cmd("inspect", str(tmp_path / "p.kiln"))
+    assert proc.returncode == 0, proc.stderr
+    assert "input  x: float32[4]" in proc.stdout

@@ -7,7 +7,7 @@ on first use.
 from . import _kiln
 from ._kiln import __version__
 from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
-from ._program import Method, Program, TensorSpec, load
+from ._program import Method, MethodSpec, Program, TensorSpec, load
 from ._registry import (
     load_library,
     load_plugins,
@@ -40,6 +40,7 @@ __all__ = [
     "load",
     "Program",
     "Method",
+    "MethodSpec",
     "TensorSpec",
     "registered_kernels",
     "registered_backends",

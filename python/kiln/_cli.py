@@ -39,7 +39,7 @@ def _inspect(args) -> int:
     prog = kiln.load(args.program)
     print(f"{args.program}: {prog.size_bytes} bytes, producer {prog.producer or '?'}")
     for name in prog.method_names:
-        m = prog.method(name)
+        m = prog.method_spec(name)  # no method load: works without the plugins a program needs
         print(f"method {name}: {m.num_instructions} instructions, planned memory {sum(m.arena_bytes)} bytes")
         for s in m.input_specs:
             dyn = f" dynamic dims {list(s.dynamic_dims)}" if s.dynamic_dims else ""

@@ -33,6 +33,23 @@ class TensorSpec:
         return cls(d["name"], _NUMPY_DTYPES[d["dtype"]], tuple(d["shape"]), tuple(d["dynamic_dims"]))
 
 
+@dataclass(frozen=True)
+class MethodSpec:
+    """What a method takes and returns, and its planned memory, read without loading it."""
+
+    name: str
+    input_specs: list
+    output_specs: list
+    arena_bytes: list
+    num_instructions: int
+
+    @classmethod
+    def _from_native(cls, d: dict) -> "MethodSpec":
+        return cls(d["name"], [TensorSpec._from_native(s) for s in d["inputs"]],
+                   [TensorSpec._from_native(s) for s in d["outputs"]], list(d["arena_bytes"]),
+                   d["num_instructions"])
+
+
 def _as_input(x):
     """Pass arrays, DLPack and buffer objects through untouched (bound without a copy)."""
     if isinstance(x, np.ndarray):
@@ -57,12 +74,12 @@ class Method:
 
     def __init__(self, native):
         self._native = native
-        spec = native.spec
-        self.name: str = spec["name"]
-        self.input_specs = [TensorSpec._from_native(s) for s in spec["inputs"]]
-        self.output_specs = [TensorSpec._from_native(s) for s in spec["outputs"]]
-        self.arena_bytes: list[int] = list(spec["arena_bytes"])
-        self.num_instructions: int = spec["num_instructions"]
+        self.spec = MethodSpec._from_native(native.spec)
+        self.name: str = self.spec.name
+        self.input_specs = self.spec.input_specs
+        self.output_specs = self.spec.output_specs
+        self.arena_bytes: list[int] = self.spec.arena_bytes
+        self.num_instructions: int = self.spec.num_instructions
 
     def run(self, *inputs) -> list[np.ndarray]:
         """Run the method; returns a list with one new numpy array per output."""
@@ -103,6 +120,11 @@ class Program:
     @property
     def producer(self) -> str:
         return self._native.producer
+
+    def method_spec(self, name: str = "forward") -> MethodSpec:
+        """Inputs, outputs and planned memory of method `name`, without loading it
+        (no kernel is resolved, no memory is allocated)."""
+        return MethodSpec._from_native(self._native.method_spec(name))
 
     def method(self, name: str = "forward") -> Method:
         """The loaded method `name` (kernels resolved, memory planned) — loaded once."""

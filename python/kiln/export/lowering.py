@@ -21,7 +21,8 @@ from ..errors import ExportError
 from . import ir
 from .constants import ConstantPool
 from .memory_plan import Lifetime, plan_memory
-from .operators import OP_SPECS, normalize_dims, op_key, split_key
+from .operators import (custom_operator_problem, is_custom_operator, normalize_dims, op_key,
+                        spec_for, split_key)
 from .passes.manager import PassContext, bound_args
 
 _DTYPES = {
@@ -98,19 +99,49 @@ def describe_node(node: fx.Node, prefix: str = "") -> str:
 
 # -- unsupported operators --------------------------------------------------------
 
+def _functionalized_target(node: fx.Node):
+    """The operator wrapped by torch.export's auto_functionalized(_v2) node (what
+    a mutating custom operator becomes), else None."""
+    name = getattr(node.target, "__name__", "") or str(node.target)
+    if "auto_functionalized" in name and node.args and hasattr(node.args[0], "_schema"):
+        return node.args[0]
+    return None
+
+
 def find_unsupported(ctx: PassContext) -> List[Tuple[str, fx.Node]]:
-    """(operator key, node) of every call kiln cannot run, in graph order."""
+    """(operator key, node) of every call kiln cannot run, in graph order.
+
+    Operators of SUPPORTED_OPERATORS and functional custom operators (any
+    non-PyTorch namespace, see operators.spec_for) pass; whether a kernel
+    exists for a custom operator is the runtime's business at method load.
+    """
     out = []
     for node in ctx.graph.nodes:
         if node.op == "call_function":
             if node.target is operator.getitem:
                 continue
-            key = op_key(node.target)
-            if key not in OP_SPECS:
-                out.append((key, node))
+            wrapped = _functionalized_target(node)
+            if wrapped is not None:
+                out.append((op_key(wrapped), node))
+                continue
+            if spec_for(node.target) is None:
+                out.append((op_key(node.target), node))
         elif node.op == "call_module":
             out.append((f"call_module {node.target}", node))
     return out
+
+
+def unsupported_reason(node: fx.Node) -> str:
+    """Why a node found by find_unsupported cannot run ("" for an operator
+    that is simply not in SUPPORTED_OPERATORS)."""
+    wrapped = _functionalized_target(node)
+    if wrapped is not None:
+        if is_custom_operator(wrapped):
+            return custom_operator_problem(wrapped) or "it mutates its arguments"
+        return "it mutates its arguments in place"
+    if node.op == "call_function" and is_custom_operator(node.target):
+        return custom_operator_problem(node.target) or ""
+    return ""
 
 
 def format_unsupported(found: Sequence[Tuple[str, str, fx.Node, str]], max_locations: int = 5) -> str:
@@ -122,13 +153,16 @@ def format_unsupported(found: Sequence[Tuple[str, str, fx.Node, str]], max_locat
              f"({len(found)} call(s) in total); no file was written:"]
     methods = {m for m, _, _, _ in found}
     for key, uses in by_key.items():
-        lines.append(f"  {key}: {len(uses)} call(s)")
+        reason = unsupported_reason(uses[0][1])
+        lines.append(f"  {key}: {len(uses)} call(s)" + (f": {reason}" if reason else ""))
         for method, node, prefix in uses[:max_locations]:
             where = describe_node(node, prefix)
             lines.append(f"    - {where}" + (f" [method '{method}']" if len(methods) > 1 else ""))
         if len(uses) > max_locations:
             lines.append(f"    - ... and {len(uses) - max_locations} more")
-    lines.append("supported operators are listed in kiln.export.operators.SUPPORTED_OPERATORS")
+    lines.append("supported operators are listed in kiln.export.operators.SUPPORTED_OPERATORS; "
+                 "functional custom operators of other namespaces (torch.library) are accepted "
+                 "and need a kernel from a plugin library at run time")
     return "\n".join(lines)
 
 
@@ -160,6 +194,23 @@ def _arg_kind(t) -> str:
     if isinstance(t, torch._C.BoolType):
         return "bool"
     return "other"
+
+
+# c10::ScalarType codes (c10/core/ScalarType.h) of the dtypes kiln has: a schema
+# default such as `ScalarType dt=6` reaches the exporter as this int.
+_C10_DTYPES = {
+    0: torch.uint8, 1: torch.int8, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+    6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+}
+
+
+def _declared_type(arg) -> str:
+    """"ScalarType", "Layout", "int", ... : the type the schema declares (before
+    TorchScript maps dtype/layout/memory_format to int), Optional unwrapped."""
+    t = getattr(arg, "real_type", None) or arg.type
+    if isinstance(t, torch._C.OptionalType):
+        t = t.getElementType()
+    return str(t)
 
 
 def _double_key(x: float) -> bytes:
@@ -238,6 +289,17 @@ class _MethodLowering:
         kind = _arg_kind(arg.type)
         if value is None:
             return self.scalar("None")
+        if isinstance(value, int) and not isinstance(value, bool):
+            # An int where the schema declares a dtype/layout/memory format is a
+            # c10 code, e.g. the default of a custom op's `dtype: torch.dtype = torch.float32`.
+            declared = _declared_type(arg)
+            if declared == "ScalarType":
+                if value not in _C10_DTYPES:
+                    raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a dtype "
+                                      f"kiln does not support (c10 code {value})")
+                value = _C10_DTYPES[value]
+            elif declared in ("Layout", "MemoryFormat"):
+                return self.scalar("None")
         if isinstance(value, torch.dtype):
             return self.scalar("Int", kiln_dtype(value, f"argument '{arg.name}'"))
         if isinstance(value, (torch.layout, torch.device, torch.memory_format)):
@@ -297,11 +359,11 @@ class _MethodLowering:
     # instructions --------------------------------------------------------------------
     def call(self, node: fx.Node) -> None:
         key = op_key(node.target)
-        spec = OP_SPECS.get(key)
-        if spec is None:
-            raise ExportError(f"internal: unsupported operator {key} reached the lowering")
         out = node.meta.get("val")
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        spec = spec_for(node.target, num_outputs=len(outs))
+        if spec is None:
+            raise ExportError(f"internal: unsupported operator {key} reached the lowering")
         outs = outs[:spec.num_outputs]
         out_dtype = outs[0].dtype
         args = bound_args(node)

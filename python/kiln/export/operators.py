@@ -8,6 +8,16 @@ export time, with the model's module paths in the message.
 Keys are "name.overload", e.g. "aten::linear.default"; in the file an operator
 is written as name "aten::linear" and overload "default".
 
+Custom operators: an operator of any namespace PyTorch does not own (not in
+TORCH_NAMESPACES), e.g. "kiln_demo::scaled_tanh" declared with
+torch.library.custom_op, is accepted as it is, without being listed here: its
+kernel comes from a plugin library, and whether one is registered is checked
+by the runtime when a method is loaded (MissingKernel). It gets the generic
+conventions only (one value per schema argument, defaults filled in; no
+casts, no dimension or size rewriting), it is never constant-folded, and it
+must be functional and return tensors (custom_operator_problem). See
+docs/extending.md.
+
 Argument conventions applied by the lowering (docs/format.md):
   * one input value per schema argument, in schema order, keyword-only
     arguments included and defaults filled in from the schema;
@@ -199,6 +209,66 @@ def op_key(target) -> str:
 
 def is_supported(key: str) -> bool:
     return key in OP_SPECS
+
+
+#: Namespaces owned by PyTorch. Their operators run only if listed in
+#: SUPPORTED_OPERATORS; an operator of any other namespace is a custom operator.
+TORCH_NAMESPACES = frozenset({"aten", "prims", "prim"})
+
+
+def namespace_of(key: str) -> str:
+    """"kiln_demo" for "kiln_demo::scaled_tanh.default"; "" if there is none."""
+    name, sep, _ = key.partition("::")
+    return name if sep else ""
+
+
+def is_custom_operator(target) -> bool:
+    """True for an operator overload with a schema from a non-PyTorch namespace
+    (a custom operator declared with torch.library)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    namespace = namespace_of(schema.name)
+    return bool(namespace) and namespace not in TORCH_NAMESPACES
+
+
+def _type_name(t) -> str:
+    return str(t).replace(" ", "")
+
+
+def custom_operator_problem(target) -> Optional[str]:
+    """Why kiln cannot call the custom operator `target`, or None if it can.
+
+    A kiln kernel reads its inputs and writes its outputs, all tensors: the
+    operator must not mutate its arguments and must return one or more
+    tensors (several Tensor returns, or one Tensor[]).
+    """
+    schema = target._schema
+    mutated = [a.name for a in schema.arguments
+               if a.alias_info is not None and getattr(a.alias_info, "is_write", False)]
+    if mutated or getattr(schema, "is_mutable", False):
+        return (f"it mutates {', '.join(repr(m) for m in mutated) or 'its arguments'}; kiln "
+                "kernels are functional: declare it with mutates_args=() and return new tensors")
+    returns = [_type_name(r.type) for r in schema.returns]
+    if not returns:
+        return "it returns nothing; a kiln kernel must return at least one tensor"
+    if returns == ["List[Tensor]"] or all(r == "Tensor" for r in returns):
+        return None
+    return (f"it returns ({', '.join(returns)}); kiln kernels return tensors only "
+            "(Tensor, several Tensors, or Tensor[])")
+
+
+def spec_for(target, num_outputs: int = 1) -> Optional[OpSpec]:
+    """The OpSpec of the operator `target` calls: the one of SUPPORTED_OPERATORS,
+    a generic one for a usable custom operator (writing `num_outputs` tensors),
+    or None if kiln cannot run it."""
+    key = op_key(target)
+    spec = OP_SPECS.get(key)
+    if spec is not None:
+        return spec
+    if is_custom_operator(target) and custom_operator_problem(target) is None:
+        return OpSpec(key, num_outputs=num_outputs)
+    return None
 
 
 def split_key(key: str) -> Tuple[str, str]:

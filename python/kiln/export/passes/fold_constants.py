@@ -9,7 +9,10 @@ results stored as constants.
 A supported operator is not folded when its result would be much larger
 than its inputs (an expand of a bias to a large activation shape, say): the
 file would grow by the result while the run-time saving is one cheap kernel.
-Random operators are never folded.
+Random operators are never folded, and neither are custom operators (any
+non-PyTorch namespace, declared with torch.library): the user asked for their
+kernel to run, and their Python implementation is only a reference that may
+differ from it, be slow, or not exist (a fake/meta implementation only).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from ..operators import is_supported, op_key
+from ..operators import is_custom_operator, is_supported, op_key
 from .manager import PassContext
 
 aten = torch.ops.aten
@@ -71,6 +74,8 @@ def _foldable(ctx: PassContext, node: fx.Node, key: str) -> bool:
     if node.op != "call_function" or node.target is operator.getitem:
         return False
     if not hasattr(node.target, "_schema"):
+        return False
+    if is_custom_operator(node.target):
         return False
     if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
         return False

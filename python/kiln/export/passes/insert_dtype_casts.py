@@ -7,6 +7,11 @@ another dtype than the node's output, an aten::_to_copy.default to the output
 dtype is inserted in front of it. Casts of constants are folded away by
 fold_constants, which runs next. (Python scalars are turned into 0-d
 constants of the output dtype by the lowering, so they need no cast.)
+
+Custom operators (torch.library) get no casts: a schema declares no tensor
+dtypes, so their kernels receive the dtypes the model computes in, and the
+kernel registry resolves them by those dtypes (MissingKernel at method load
+names the ones it lacks).
 """
 
 from __future__ import annotations
