@@ -1,6 +1,8 @@
 // Shared helpers of the portable kernels (argument checks, broadcasting, strided copies).
 #include "kernel_util.h"
 
+#include <cmath>
+
 namespace kiln {
 namespace portable {
 namespace {
@@ -12,18 +14,129 @@ Status wrong_kind(const char* op, size_t i, const char* name, const char* expect
                 format("%s: argument %zu (%s) must be %s, got %s", op, i, name, expected, kind_of(v)));
 }
 
-}  // namespace
-
-int64_t numel_of(Span<const int64_t> sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
+// Saturating product of n sizes: 0 if any is 0, else INT64_MAX if it overflows (or a size is negative).
+int64_t saturating_prod(const int64_t* sizes, size_t n) {
+  int64_t p = 1;
+  bool saturated = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (sizes[i] == 0) return 0;
+    if (saturated) continue;
+    if (sizes[i] < 0 || mul_overflows(p, sizes[i], &p) || p < 0) saturated = true;
+  }
+  return saturated ? std::numeric_limits<int64_t>::max() : p;
 }
 
+// [begin, end) byte range of the memory a tensor may touch.
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const ByteRange& o) const { return begin < end && o.begin < o.end && begin < o.end && o.begin < end; }
+};
+
+ByteRange bytes_of(const Tensor& t) {
+  ByteRange r;
+  if (t.data() == nullptr) return r;
+  r.begin = reinterpret_cast<uintptr_t>(t.data());
+  // An input's current bytes never exceed its capacity (check_tensor), but be safe.
+  size_t n = t.capacity();
+  const int64_t numel = saturating_prod(t.sizes().data(), t.sizes().size());
+  const size_t elem = element_size(t.dtype());
+  if (numel > 0 && elem > 0 && static_cast<uint64_t>(numel) <= std::numeric_limits<size_t>::max() / elem)
+    n = std::max(n, static_cast<size_t>(numel) * elem);
+  r.end = n > std::numeric_limits<uintptr_t>::max() - r.begin ? std::numeric_limits<uintptr_t>::max() : r.begin + n;
+  return r;
+}
+
+}  // namespace
+
+int64_t Dims::numel() const { return saturating_prod(v, static_cast<size_t>(n)); }
+
+int64_t numel_of(Span<const int64_t> sizes) { return saturating_prod(sizes.data(), sizes.size()); }
+
 int64_t prod(Span<const int64_t> sizes, int begin, int end) {
-  int64_t n = 1;
-  for (int i = begin; i < end; ++i) n *= sizes[i];
-  return n;
+  if (begin >= end) return 1;
+  return saturating_prod(sizes.data() + begin, static_cast<size_t>(end - begin));
+}
+
+Status checked_mul(const char* op, const char* what, int64_t a, int64_t b, int64_t* out) {
+  KILN_CHECK_OR_RETURN(!mul_overflows(a, b, out), KernelFailure, "%s: %s overflows (%lld * %lld)", op, what,
+                       static_cast<long long>(a), static_cast<long long>(b));
+  return Status::ok();
+}
+
+Status checked_add(const char* op, const char* what, int64_t a, int64_t b, int64_t* out) {
+  KILN_CHECK_OR_RETURN(!add_overflows(a, b, out), KernelFailure, "%s: %s overflows (%lld + %lld)", op, what,
+                       static_cast<long long>(a), static_cast<long long>(b));
+  return Status::ok();
+}
+
+int64_t mul_div(int64_t a, int64_t b, int64_t c, bool round_up) {
+#if defined(__SIZEOF_INT128__)
+  using U = unsigned __int128;
+  const U p = static_cast<U>(a) * static_cast<U>(b);
+  return static_cast<int64_t>((round_up ? p + static_cast<U>(c) - 1 : p) / static_cast<U>(c));
+#else
+  // a * b = a * q * c + a * r with b = q * c + r.
+  const int64_t q = b / c, r = b % c;
+  int64_t ar;
+  if (!mul_overflows(a, r, &ar)) return a * q + (round_up ? ar / c + (ar % c != 0) : ar / c);
+  const long double f = static_cast<long double>(a) * static_cast<long double>(r) / static_cast<long double>(c);
+  return a * q + static_cast<int64_t>(round_up ? std::ceil(f) : std::floor(f));
+#endif
+}
+
+Status check_shape(const char* op, const char* what, Span<const int64_t> sizes) {
+  KILN_CHECK_OR_RETURN(sizes.size() <= static_cast<size_t>(kMaxDims), KernelFailure,
+                       "%s: %s has %zu dims, at most %d are supported", op, what, sizes.size(), kMaxDims);
+  int64_t p = 1;
+  for (int64_t s : sizes) {
+    KILN_CHECK_OR_RETURN(s >= 0, KernelFailure, "%s: %s %s has a negative size", op, what,
+                         describe_ints(sizes).c_str());
+    if (s == 0) continue;
+    KILN_CHECK_OR_RETURN(!mul_overflows(p, s, &p) && p <= kMaxElements, KernelFailure,
+                         "%s: %s %s has too many elements", op, what, describe_ints(sizes).c_str());
+  }
+  return Status::ok();
+}
+
+Status shape_numel(const char* op, const char* what, Span<const int64_t> sizes, int64_t* numel) {
+  KILN_RETURN_IF_ERROR(check_shape(op, what, sizes));
+  *numel = numel_of(sizes);
+  return Status::ok();
+}
+
+Status check_tensor(const char* op, const char* name, const Tensor& t) {
+  int64_t n;
+  KILN_RETURN_IF_ERROR(shape_numel(op, name, t.sizes(), &n));
+  // n <= 2^59 and element sizes are at most 8: the product fits.
+  const uint64_t bytes = static_cast<uint64_t>(n) * element_size(t.dtype());
+  KILN_CHECK_OR_RETURN(bytes <= t.capacity() && (bytes == 0 || t.data() != nullptr), KernelFailure,
+                       "%s: %s %s has %llu bytes of data but %zu bytes of storage", op, name, describe(t).c_str(),
+                       static_cast<unsigned long long>(bytes), t.data() != nullptr ? t.capacity() : size_t{0});
+  return Status::ok();
+}
+
+Status check_no_alias(const char* op, Inputs in, Outputs out) {
+  for (size_t o = 0; o < out.size(); ++o) {
+    const Tensor* y = out[o];
+    if (y == nullptr) continue;
+    const ByteRange yr = bytes_of(*y);
+    auto check = [&](const Tensor* t, size_t i) -> Status {
+      if (t == nullptr) return Status::ok();
+      KILN_CHECK_OR_RETURN(t != y && !yr.overlaps(bytes_of(*t)), KernelFailure,
+                           "%s: output %zu shares memory with argument %zu", op, o, i);
+      return Status::ok();
+    };
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Value* v = in[i];
+      if (v == nullptr) continue;
+      if (v->kind == ValueKind::Tensor) {
+        KILN_RETURN_IF_ERROR(check(v->tensor, i));
+      } else if (v->kind == ValueKind::TensorList && v->tensors.data != nullptr) {
+        for (Tensor* t : v->as_tensors()) KILN_RETURN_IF_ERROR(check(t, i));
+      }
+    }
+  }
+  return Status::ok();
 }
 
 Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool extra_outputs_ok) {
@@ -34,12 +147,13 @@ Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n
                        out.size());
   for (size_t i = 0; i < n_out; ++i)
     KILN_CHECK_OR_RETURN(out[i] != nullptr, KernelFailure, "%s: output %zu is null", op, i);
-  return Status::ok();
+  return check_no_alias(op, in, out);
 }
 
 Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
   const Value* v = in[i];
   if (v == nullptr || !v->is_tensor() || v->tensor == nullptr) return wrong_kind(op, i, name, "a Tensor", v);
+  KILN_RETURN_IF_ERROR(check_tensor(op, name, *v->tensor));
   *out = v->tensor;
   return Status::ok();
 }
@@ -52,6 +166,7 @@ Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name
   }
   if (v == nullptr || !v->is_tensor() || v->tensor == nullptr)
     return wrong_kind(op, i, name, "a Tensor or None", v);
+  KILN_RETURN_IF_ERROR(check_tensor(op, name, *v->tensor));
   *out = v->tensor;
   return Status::ok();
 }
@@ -106,6 +221,10 @@ Status int_list_arg(const char* op, Inputs in, size_t i, const char* name, Span<
   if (v == nullptr || v->kind != ValueKind::IntList) return wrong_kind(op, i, name, "an int list", v);
   KILN_CHECK_OR_RETURN(v->ints.size == 0 || v->ints.data != nullptr, KernelFailure,
                        "%s: argument %zu (%s) has no data", op, i, name);
+  // The list points into the program file; a corrupt file may leave it
+  // misaligned, and reading a misaligned int64 is undefined behaviour.
+  KILN_CHECK_OR_RETURN(v->ints.size == 0 || reinterpret_cast<uintptr_t>(v->ints.data) % alignof(int64_t) == 0,
+                       KernelFailure, "%s: argument %zu (%s) is misaligned", op, i, name);
   *out = v->as_ints();
   return Status::ok();
 }
@@ -174,6 +293,14 @@ Status check_same_dtype(const char* op, const Tensor& a, const char* an, const T
   return Status::ok();
 }
 
+std::string describe_ints(Span<const int64_t> values) {
+  constexpr size_t kShown = kMaxDims + 1;
+  if (values.size() <= kShown) return describe_sizes(values);
+  std::string s = describe_sizes(Span<const int64_t>(values.data(), kShown));
+  s.pop_back();
+  return s + format(", ... (%zu values)]", values.size());
+}
+
 Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out) {
   const int64_t r = rank > 0 ? rank : 1;
   KILN_CHECK_OR_RETURN(dim >= -r && dim < r, KernelFailure, "%s: dim %lld out of range for a %d-D tensor", op,
@@ -183,6 +310,7 @@ Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out) {
 }
 
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes) {
+  KILN_RETURN_IF_ERROR(check_shape(op, "output shape", sizes));
   Status s = out->resize(sizes);
   if (!s.is_ok()) return Status(Error::KernelFailure, format("%s: cannot resize output: %s", op, s.message().c_str()));
   return Status::ok();
@@ -219,6 +347,43 @@ int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t str
   int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
   return out;
+}
+
+Status window_geometry(const char* op, const char* axis, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                       int64_t dilation, bool ceil_mode, bool pad_max_half_kernel, Window* w) {
+  auto in_range = [](int64_t v, int64_t lo) { return v >= lo && v <= kMaxWindowParam; };
+  KILN_CHECK_OR_RETURN(in_range(kernel, 1), KernelFailure, "%s: kernel size %lld (%s) must be in [1, %lld]", op,
+                       static_cast<long long>(kernel), axis, static_cast<long long>(kMaxWindowParam));
+  KILN_CHECK_OR_RETURN(in_range(stride, 1), KernelFailure, "%s: stride %lld (%s) must be in [1, %lld]", op,
+                       static_cast<long long>(stride), axis, static_cast<long long>(kMaxWindowParam));
+  KILN_CHECK_OR_RETURN(in_range(dilation, 1), KernelFailure, "%s: dilation %lld (%s) must be in [1, %lld]", op,
+                       static_cast<long long>(dilation), axis, static_cast<long long>(kMaxWindowParam));
+  KILN_CHECK_OR_RETURN(in_range(pad, 0), KernelFailure, "%s: padding %lld (%s) must be in [0, %lld]", op,
+                       static_cast<long long>(pad), axis, static_cast<long long>(kMaxWindowParam));
+  KILN_CHECK_OR_RETURN(!pad_max_half_kernel || pad <= kernel / 2, KernelFailure,
+                       "%s: padding %lld (%s) must be at most half the kernel size %lld", op,
+                       static_cast<long long>(pad), axis, static_cast<long long>(kernel));
+  KILN_CHECK_OR_RETURN(in >= 1 && in <= kMaxElements, KernelFailure, "%s: input %s %lld must be in [1, %lld]", op,
+                       axis, static_cast<long long>(in), static_cast<long long>(kMaxElements));
+  // Every term is at most 2^60, so none of this overflows.
+  const int64_t extent = dilation * (kernel - 1) + 1;
+  KILN_CHECK_OR_RETURN(extent <= in + 2 * pad, KernelFailure,
+                       "%s: the %s of the padded input (%lld + 2 * %lld) is smaller than the (dilated) kernel %lld", op,
+                       axis, static_cast<long long>(in), static_cast<long long>(pad), static_cast<long long>(extent));
+  w->in = in, w->kernel = kernel, w->stride = stride, w->pad = pad, w->dilation = dilation;
+  w->out = pooling_output_size(in, kernel, pad, stride, dilation, ceil_mode);
+  KILN_CHECK_OR_RETURN(w->out >= 1, KernelFailure, "%s: output %s %lld is too small", op, axis,
+                       static_cast<long long>(w->out));
+  return Status::ok();
+}
+
+void window_taps(const Window& w, int64_t start, int64_t* t0, int64_t* t1) {
+  // First tap at or after position 0, last tap before position in; all terms stay below 2^62.
+  const int64_t lo = start >= 0 ? 0 : (-start + w.dilation - 1) / w.dilation;
+  const int64_t last = w.in - 1 - start;  // tap position <= last
+  const int64_t hi = last < 0 ? 0 : std::min(w.kernel, last / w.dilation + 1);
+  *t0 = std::min(lo, hi);
+  *t1 = hi;
 }
 
 Status pool_input(const char* op, const Tensor& x, PoolInput* out) {

@@ -33,21 +33,93 @@ struct Dims {
   int64_t& operator[](int i) { return v[i]; }
   // Appends; callers check n < kMaxDims first (see push_checked).
   void push(int64_t x) { v[n++] = x; }
-  int64_t numel() const {
-    int64_t p = 1;
-    for (int i = 0; i < n; ++i) p *= v[i];
-    return p;
-  }
+  // Saturating (never overflows); exact for validated shapes (see check_shape).
+  int64_t numel() const;
 };
 
+// ---- checked arithmetic on untrusted ints
+//
+// Scalar arguments (strides, paddings, sizes, dims, ...) come straight from the
+// program file and may be any int64. Shape arithmetic on them goes through these
+// helpers; arithmetic on the sizes of tensors that passed check_shape (every
+// tensor argument and every resized output) cannot overflow and may be plain.
+
+// No tensor the kernels accept has more elements than this, counting only its
+// non-zero sizes (so that every partial product of its sizes, in any order,
+// fits in int64 with room to spare, and so does numel * element size).
+constexpr int64_t kMaxElements = int64_t{1} << 59;
+
+// a * b and a + b; false (leaving *out unspecified) on int64 overflow.
+inline bool mul_overflows(int64_t a, int64_t b, int64_t* out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_mul_overflow(a, b, out);
+#else
+  if (a != 0 && b != 0) {
+    const bool neg = (a < 0) != (b < 0);
+    const uint64_t ua = a < 0 ? 0 - static_cast<uint64_t>(a) : static_cast<uint64_t>(a);
+    const uint64_t ub = b < 0 ? 0 - static_cast<uint64_t>(b) : static_cast<uint64_t>(b);
+    const uint64_t lim = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    if (ua > lim / ub) return true;
+    *out = neg ? static_cast<int64_t>(0 - ua * ub) : static_cast<int64_t>(ua * ub);
+    return false;
+  }
+  *out = 0;
+  return false;
+#endif
+}
+inline bool add_overflows(int64_t a, int64_t b, int64_t* out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_add_overflow(a, b, out);
+#else
+  if ((b > 0 && a > std::numeric_limits<int64_t>::max() - b) || (b < 0 && a < std::numeric_limits<int64_t>::min() - b))
+    return true;
+  *out = a + b;
+  return false;
+#endif
+}
+
+// Status-returning forms: KernelFailure "<op>: <what> overflows" on overflow.
+Status checked_mul(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
+Status checked_add(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
+
+// Saturating product of non-negative values, for work estimates (grains) only.
+inline int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return mul_overflows(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+// parallel_for grain for items that each cost `work` elementary steps.
+inline int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(work, 1)); }
+
+// floor(a * b / c), or the ceiling when `round_up`, for a, b >= 0 and c > 0,
+// without overflowing the product (the result must fit: a <= c makes it <= b).
+int64_t mul_div(int64_t a, int64_t b, int64_t c, bool round_up);
+
+// Products of sizes, saturating at INT64_MAX instead of overflowing (0 if any
+// size is 0). Exact for shapes that passed check_shape.
 int64_t numel_of(Span<const int64_t> sizes);
 // Product of sizes[begin:end].
 int64_t prod(Span<const int64_t> sizes, int begin, int end);
 
+// A valid shape: at most kMaxDims sizes, each >= 0, and the product of the
+// non-zero sizes at most kMaxElements. `what` names the shape in the message.
+Status check_shape(const char* op, const char* what, Span<const int64_t> sizes);
+// check_shape, then *numel = the product of the sizes.
+Status shape_numel(const char* op, const char* what, Span<const int64_t> sizes, int64_t* numel);
+// A tensor argument a kernel may index freely: a valid shape, and data for
+// numel * element size bytes within its capacity.
+Status check_tensor(const char* op, const char* name, const Tensor& t);
+
 // ---- argument checks: each returns KernelFailure naming `op` and the argument.
 
+// Also rejects outputs that share memory with a tensor argument (see check_no_alias).
 Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out,
                    bool extra_outputs_ok = false);
+// Outputs may not share a byte with any tensor argument (tensor lists included),
+// nor be the same Tensor. The memory planner never lets them (an instruction's
+// inputs and outputs have overlapping lifetimes), so only a corrupt program
+// does; a kernel resizing such an output would change its own input under it.
+Status check_no_alias(const char* op, Inputs in, Outputs out);
+// Tensor arguments are checked with check_tensor.
 Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 // None -> *out = nullptr.
 Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
@@ -72,16 +144,46 @@ Status optional_dtype_arg(const char* op, Inputs in, size_t i, const char* name,
 
 Status check_dtype(const char* op, const Tensor& t, const char* name, ScalarType expected);
 Status check_same_dtype(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn);
+// describe_sizes for an int list from the file, which may be arbitrarily long:
+// at most kMaxDims + 1 values are printed, then the count.
+std::string describe_ints(Span<const int64_t> values);
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts 0 and -1 like PyTorch.
 Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out);
-// Resizes an output, naming the op when it does not fit.
+// Resizes an output after check_shape (so no product of its sizes overflows),
+// naming the op when it does not fit.
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes);
+
+// ---- sliding windows (conv2d, max_pool2d, avg_pool2d)
+
+// Bound of every window parameter (kernel size, stride, padding, dilation):
+// far beyond any real model, and small enough that no window arithmetic on
+// inputs of at most kMaxElements elements can overflow int64.
+constexpr int64_t kMaxWindowParam = int64_t{1} << 30;
 
 // Output length of a pooling window sweep (PyTorch's pooling_output_shape):
 // ceil_mode rounds up, but the last window must start inside the input or its
-// left padding. May be <= 0; callers reject that.
+// left padding. May be <= 0. Precondition: parameters validated as window_geometry does.
 int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
                             bool ceil_mode);
+
+// One spatial dim of a validated sliding window.
+struct Window {
+  int64_t in = 0;  // input length
+  int64_t kernel = 1, stride = 1, pad = 0, dilation = 1;
+  int64_t out = 0;  // number of window positions, >= 1
+};
+// Validates one spatial dim (`axis`, "height" or "width") of a window over `in`
+// elements and computes its output length: kernel, stride and dilation in
+// [1, kMaxWindowParam], pad in [0, kMaxWindowParam] (and at most half the kernel
+// when `pad_max_half_kernel`, PyTorch's rule for pools), and the dilated kernel
+// no larger than the padded input, so that there is at least one output.
+Status window_geometry(const char* op, const char* axis, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                       int64_t dilation, bool ceil_mode, bool pad_max_half_kernel, Window* w);
+// The taps t in [0, kernel) of the window starting at `start` (in input
+// coordinates, may be negative) whose position start + t * dilation lies in
+// [0, in): [*t0, *t1), empty when none does. O(1), so a huge kernel over a
+// small input costs nothing.
+void window_taps(const Window& w, int64_t start, int64_t* t0, int64_t* t1);
 
 // A 2-D pooling input: [C, H, W] or [N, C, H, W], seen as `planes` H x W planes.
 struct PoolInput {
@@ -237,6 +339,30 @@ void contiguous_strides(Span<const int64_t> sizes, int64_t* strides);
 
 // ---- elementwise loops
 
+// Reads one element. A bool is read as a byte and normalised: memory from a
+// corrupt program may hold any byte, and loading a bool that is not 0 or 1 is
+// undefined behaviour.
+template <typename T>
+inline T load(const T* p) {
+  if constexpr (std::is_same_v<T, bool>) {
+    uint8_t b;
+    std::memcpy(&b, p, 1);
+    return b != 0;
+  } else {
+    return *p;
+  }
+}
+
+// Two's-complement wrap-around a + b for integer T (no signed-overflow UB); plain + otherwise.
+template <typename T>
+inline T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+  } else {
+    return a + b;
+  }
+}
+
 // Common prologue of `y = f(x)` kernels: arity, x is a tensor of one of the
 // dtypes `dispatch` accepts (checked by the caller), y has x's dtype and shape.
 Status unary_setup(const char* op, Inputs in, Outputs out, size_t n_in, const Tensor** x);
@@ -247,7 +373,7 @@ void map_elements(const Tensor& x, Tensor& y, F f) {
   const T* xp = x.data_as<const T>();
   U* yp = y.data_as<U>();
   parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = f(xp[i]);
+    for (int64_t i = begin; i < end; ++i) yp[i] = f(load(xp + i));
   });
 }
 

@@ -109,7 +109,7 @@ Status gelu_run(KernelContext&, Inputs in, Outputs out) {
   const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
   const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
   KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
-                       static_cast<int>(len), mode);
+                       static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
   KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
                        describe(*x).c_str());
   dispatch_real(x->dtype(), [&](auto tag) {

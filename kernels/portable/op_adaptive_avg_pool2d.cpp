@@ -23,14 +23,20 @@ Status adaptive_avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
 
   const float* xp = x->data_as<const float>();
   float* yp = y.data_as<float>();
-  parallel_for(pi.planes, std::max<int64_t>(1, kElementwiseGrain / (h * w)), [&](int64_t p0, int64_t p1) {
+  // Region bounds are floor(i * h / oh) and ceil((i + 1) * h / oh); the
+  // products are formed without overflow (output_size comes from the file).
+  auto start = [](int64_t i, int64_t in, int64_t n) { return mul_div(i, in, n, false); };
+  auto end = [](int64_t i, int64_t in, int64_t n) { return mul_div(i + 1, in, n, true); };
+  // Regions overlap by at most one row/column, so the work per plane is about
+  // (h + oh) * (w + ow).
+  parallel_for(pi.planes, grain_for(sat_mul(h + oh, w + ow)), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;
       for (int64_t i = 0; i < oh; ++i) {
-        const int64_t h0 = i * h / oh, h1 = ((i + 1) * h + oh - 1) / oh;
+        const int64_t h0 = start(i, h, oh), h1 = end(i, h, oh);
         for (int64_t j = 0; j < ow; ++j) {
-          const int64_t w0 = j * w / ow, w1 = ((j + 1) * w + ow - 1) / ow;
+          const int64_t w0 = start(j, w, ow), w1 = end(j, w, ow);
           double sum = 0.0;
           for (int64_t a = h0; a < h1; ++a)
             for (int64_t b = w0; b < w1; ++b) sum += plane[a * w + b];

@@ -23,21 +23,19 @@ Status avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
   PoolInput pi;
   KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
   if (stride_empty) s[0] = k[0], s[1] = k[1];
-  KILN_CHECK_OR_RETURN(k[0] > 0 && k[1] > 0, KernelFailure, "%s: kernel_size must be positive", op);
-  KILN_CHECK_OR_RETURN(s[0] > 0 && s[1] > 0, KernelFailure, "%s: stride must be positive", op);
-  KILN_CHECK_OR_RETURN(pad[0] >= 0 && pad[1] >= 0 && pad[0] <= k[0] / 2 && pad[1] <= k[1] / 2, KernelFailure,
-                       "%s: padding must be between 0 and half the kernel size", op);
   KILN_CHECK_OR_RETURN(!has_divisor || divisor != 0, KernelFailure, "%s: divisor_override must not be zero", op);
-  const int64_t oh = pooling_output_size(pi.h, k[0], pad[0], s[0], 1, ceil_mode);
-  const int64_t ow = pooling_output_size(pi.w, k[1], pad[1], s[1], 1, ceil_mode);
-  KILN_CHECK_OR_RETURN(oh >= 1 && ow >= 1, KernelFailure, "%s: output size %lldx%lld is too small for input %s", op,
-                       static_cast<long long>(oh), static_cast<long long>(ow), describe(*x).c_str());
+  Window wh, ww;
+  KILN_RETURN_IF_ERROR(window_geometry(op, "height", pi.h, k[0], s[0], pad[0], 1, ceil_mode, true, &wh));
+  KILN_RETURN_IF_ERROR(window_geometry(op, "width", pi.w, k[1], s[1], pad[1], 1, ceil_mode, true, &ww));
+  const int64_t oh = wh.out, ow = ww.out;
   KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
 
   const float* xp = x->data_as<const float>();
   float* yp = y.data_as<float>();
   const int64_t h = pi.h, w = pi.w;
-  parallel_for(pi.planes, std::max<int64_t>(1, kElementwiseGrain / (oh * ow * k[0] * k[1])), [&](int64_t p0, int64_t p1) {
+  // Windows are clipped to the input, so the work per output is bounded by the input.
+  const int64_t taps = sat_mul(std::min(k[0], h), std::min(k[1], w));
+  parallel_for(pi.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;
@@ -58,6 +56,7 @@ Status avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
           double sum = 0.0;
           for (int64_t a = h0; a < h1; ++a)
             for (int64_t b = w0; b < w1; ++b) sum += plane[a * w + b];
+          // Window areas are below 2^62: each side is at most kMaxWindowParam.
           const int64_t div = has_divisor ? divisor : count_include_pad ? pool_size : (h1 - h0) * (w1 - w0);
           yo[i * ow + j] = static_cast<float>(sum / static_cast<double>(div));
         }

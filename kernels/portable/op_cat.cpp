@@ -22,6 +22,7 @@ Status cat_run(KernelContext&, Inputs in, Outputs out) {
   const Tensor* ref = nullptr;
   for (size_t i = 0; i < ts.size(); ++i) {
     KILN_CHECK_OR_RETURN(ts[i] != nullptr, KernelFailure, "%s: tensor %zu is None", op, i);
+    KILN_RETURN_IF_ERROR(check_tensor(op, "tensor", *ts[i]));
     KILN_CHECK_OR_RETURN(ts[i]->dtype() == y.dtype(), KernelFailure, "%s: tensor %zu is %s but the output is %s", op,
                          i, describe(*ts[i]).c_str(), scalar_type_name(y.dtype()));
     if (ref == nullptr && !skipped(ts[i])) ref = ts[i];
@@ -41,29 +42,34 @@ Status cat_run(KernelContext&, Inputs in, Outputs out) {
     for (int k = 0; match && k < t.dim(); ++k) match = k == d || t.sizes()[k] == ref->sizes()[k];
     KILN_CHECK_OR_RETURN(match, KernelFailure, "%s: tensor %zu %s does not match %s outside dim %lld", op, i,
                          describe(t).c_str(), describe(*ref).c_str(), static_cast<long long>(d));
-    sizes[static_cast<int>(d)] += t.sizes()[d];
+    // Each size is valid, but many of them may add up past int64.
+    KILN_RETURN_IF_ERROR(checked_add(op, "the concatenated size", sizes[static_cast<int>(d)], t.sizes()[d],
+                                     &sizes[static_cast<int>(d)]));
   }
   KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
   if (y.numel() == 0) return Status::ok();
 
-  // Each output row (index over dims before d) is the tensors' rows back to back.
+  // Each output row (index over dims before d) is the tensors' rows back to
+  // back. Tensors are walked in the outer loop so that a long list of empty
+  // ones costs O(1) each, not O(rows) each.
   const size_t elem = element_size(y.dtype());
   const int64_t outer = prod(sizes.span(), 0, static_cast<int>(d));
   const int64_t inner = prod(sizes.span(), static_cast<int>(d) + 1, sizes.n);
   const int64_t row = sizes[static_cast<int>(d)] * inner;
   char* dst = static_cast<char*>(y.data());
-  parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(row, 1)), [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      int64_t at = o * row;
-      for (size_t i = 0; i < ts.size(); ++i) {
-        const Tensor& t = *ts[i];
-        if (skipped(&t) && &t != ref) continue;
-        const int64_t chunk = t.sizes()[d] * inner;
-        copy_elements(dst + at * elem, static_cast<const char*>(t.data()) + o * chunk * elem, chunk, elem);
-        at += chunk;
-      }
-    }
-  });
+  int64_t at = 0;  // offset of this tensor's chunk inside an output row
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = *ts[i];
+    if (skipped(&t) && &t != ref) continue;
+    const int64_t chunk = t.sizes()[d] * inner;
+    if (chunk == 0) continue;
+    const char* src = static_cast<const char*>(t.data());
+    parallel_for(outer, grain_for(chunk), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o)
+        copy_elements(dst + (o * row + at) * elem, src + o * chunk * elem, chunk, elem);
+    });
+    at += chunk;
+  }
   return Status::ok();
 }
 

@@ -54,9 +54,8 @@ void pack_im2col(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t
 // shifted, scaled input rows; the innermost loop runs along an output row.
 void depthwise(const ConvGeom& g, int64_t images, int64_t cout, const float* weight, const float* bias, float* y) {
   const int64_t mult = cout / g.c;
-  const int64_t plane_work = g.oh * g.ow * g.kh * g.kw;
-  parallel_for(images * cout, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(plane_work, 1)),
-               [&](int64_t begin, int64_t end) {
+  const int64_t plane_work = sat_mul(g.oh * g.ow, g.kh * g.kw);
+  parallel_for(images * cout, grain_for(plane_work), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const int64_t image = p / cout, co = p % cout, ci = co / mult;
       const float* xp = g.x + (image * g.c + ci) * g.h * g.w;
@@ -78,8 +77,7 @@ void depthwise(const ConvGeom& g, int64_t images, int64_t cout, const float* wei
             int64_t hi = g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1;
             hi = std::min(hi, g.ow);
             if (g.sw == 1) {
-              const float* xs = xr + off;
-              for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xs[ow];
+              for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow + off];
             } else {
               for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * g.sw + off];
             }
@@ -112,30 +110,25 @@ Status conv2d_run(KernelContext&, Inputs in, Outputs out) {
   KILN_CHECK_OR_RETURN(x->dim() == 3 || x->dim() == 4, KernelFailure, "%s: input must be 3-D or 4-D, got %s", op,
                        describe(*x).c_str());
   KILN_CHECK_OR_RETURN(wt->dim() == 4, KernelFailure, "%s: weight must be 4-D, got %s", op, describe(*wt).c_str());
-  KILN_CHECK_OR_RETURN(stride[0] > 0 && stride[1] > 0, KernelFailure, "%s: stride must be positive", op);
-  KILN_CHECK_OR_RETURN(dil[0] > 0 && dil[1] > 0, KernelFailure, "%s: dilation must be positive", op);
-  KILN_CHECK_OR_RETURN(pad[0] >= 0 && pad[1] >= 0, KernelFailure, "%s: padding must be non-negative", op);
   KILN_CHECK_OR_RETURN(groups > 0, KernelFailure, "%s: groups must be positive, got %lld", op,
                        static_cast<long long>(groups));
   const bool batched = x->dim() == 4;
   const int64_t images = batched ? x->size(0) : 1;
   const int64_t c = x->size(-3), h = x->size(-2), w = x->size(-1);
   const int64_t cout = wt->size(0), cin_g = wt->size(1), kh = wt->size(2), kw = wt->size(3);
-  KILN_CHECK_OR_RETURN(c % groups == 0 && cout % groups == 0 && cin_g * groups == c, KernelFailure,
+  // Division only: groups may be any positive int64, so cin_g * groups could overflow.
+  KILN_CHECK_OR_RETURN(c % groups == 0 && cout % groups == 0 && cin_g == c / groups, KernelFailure,
                        "%s: input %s and weight %s do not match groups=%lld", op, describe(*x).c_str(),
                        describe(*wt).c_str(), static_cast<long long>(groups));
-  KILN_CHECK_OR_RETURN(kh > 0 && kw > 0, KernelFailure, "%s: empty kernel %s", op, describe(*wt).c_str());
   if (bias != nullptr) {
     KILN_RETURN_IF_ERROR(check_dtype(op, *bias, "bias", ScalarType::Float32));
     KILN_CHECK_OR_RETURN(bias->dim() == 1 && bias->size(0) == cout, KernelFailure, "%s: bias must be [%lld], got %s",
                          op, static_cast<long long>(cout), describe(*bias).c_str());
   }
-  const int64_t eff_h = dil[0] * (kh - 1) + 1, eff_w = dil[1] * (kw - 1) + 1;
-  KILN_CHECK_OR_RETURN(h + 2 * pad[0] >= eff_h && w + 2 * pad[1] >= eff_w, KernelFailure,
-                       "%s: padded input %s is smaller than the (dilated) kernel %lldx%lld", op, describe(*x).c_str(),
-                       static_cast<long long>(eff_h), static_cast<long long>(eff_w));
-  const int64_t oh = (h + 2 * pad[0] - eff_h) / stride[0] + 1;
-  const int64_t ow = (w + 2 * pad[1] - eff_w) / stride[1] + 1;
+  Window wh, ww;
+  KILN_RETURN_IF_ERROR(window_geometry(op, "height", h, kh, stride[0], pad[0], dil[0], false, false, &wh));
+  KILN_RETURN_IF_ERROR(window_geometry(op, "width", w, kw, stride[1], pad[1], dil[1], false, false, &ww));
+  const int64_t oh = wh.out, ow = ww.out;
 
   Dims sizes;
   if (batched) sizes.push(images);

@@ -16,8 +16,13 @@ Status gather_rows(const char* op, const Tensor& w, const Tensor& idx, Tensor& y
   const size_t row_bytes = static_cast<size_t>(cols) * element_size(w.dtype());
   const char* src = static_cast<const char*>(w.data());
   char* dst = static_cast<char*>(y.data());
-  parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(dst + i * row_bytes, src + ip[i] * row_bytes, row_bytes);
+  parallel_for(n, grain_for(cols), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      // Each index is read once more, checked again: the copy never trusts
+      // memory it read earlier (check_no_alias also keeps y off the indices).
+      const int64_t r = static_cast<int64_t>(ip[i]);
+      if (r >= 0 && r < rows) std::memcpy(dst + i * row_bytes, src + r * row_bytes, row_bytes);
+    }
   });
   return Status::ok();
 }
@@ -40,6 +45,11 @@ Status embedding_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(check_same_dtype(op, *w, "weight", y, "output"));
   KILN_CHECK_OR_RETURN(element_size(w->dtype()) > 0, KernelFailure, "%s: unknown dtype %s", op, describe(*w).c_str());
   KILN_CHECK_OR_RETURN(w->dim() == 2, KernelFailure, "%s: weight must be 2-D, got %s", op, describe(*w).c_str());
+  // Unused by the forward pass, but like PyTorch only -1 (none) or a row of
+  // weight, possibly counted from the end.
+  KILN_CHECK_OR_RETURN(padding_idx == -1 || (padding_idx >= -w->size(0) && padding_idx < w->size(0)), KernelFailure,
+                       "%s: padding_idx %lld out of range for %lld embeddings", op,
+                       static_cast<long long>(padding_idx), static_cast<long long>(w->size(0)));
   KILN_CHECK_OR_RETURN(idx->dtype() == ScalarType::Int64 || idx->dtype() == ScalarType::Int32, KernelFailure,
                        "%s: indices must be i64 or i32, got %s", op, describe(*idx).c_str());
   KILN_CHECK_OR_RETURN(idx->dim() < kMaxDims, KernelFailure, "%s: indices %s have too many dims", op,

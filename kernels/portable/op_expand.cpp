@@ -13,9 +13,10 @@ Status expand_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(copy_setup(op, in, out, 3, &x));
   KILN_RETURN_IF_ERROR(int_list_arg(op, in, 1, "size", &size));
   KILN_RETURN_IF_ERROR(bool_arg(op, in, 2, "implicit", &implicit));
+  KILN_CHECK_OR_RETURN(size.size() <= static_cast<size_t>(kMaxDims) && size.size() >= static_cast<size_t>(x->dim()),
+                       KernelFailure, "%s: cannot expand %s to %s", op, describe(*x).c_str(),
+                       describe_ints(size).c_str());
   const int nd = static_cast<int>(size.size()), lead = nd - x->dim();
-  KILN_CHECK_OR_RETURN(nd <= kMaxDims && lead >= 0, KernelFailure, "%s: cannot expand %s to %s", op,
-                       describe(*x).c_str(), describe_sizes(size).c_str());
   int64_t in_strides[kMaxDims], strides[kMaxDims];
   contiguous_strides(x->sizes(), in_strides);
   Dims sizes;
@@ -23,13 +24,13 @@ Status expand_run(KernelContext&, Inputs in, Outputs out) {
     int64_t s = size[d];
     if (d < lead) {
       KILN_CHECK_OR_RETURN(s >= 0, KernelFailure, "%s: new leading dim %d of %s must be non-negative", op, d,
-                           describe_sizes(size).c_str());
+                           describe_ints(size).c_str());
       strides[d] = 0;
     } else {
       const int64_t have = x->sizes()[d - lead];
       if (s == -1) s = have;
       KILN_CHECK_OR_RETURN(s == have || (have == 1 && s >= 0), KernelFailure, "%s: cannot expand %s to %s", op,
-                           describe(*x).c_str(), describe_sizes(size).c_str());
+                           describe(*x).c_str(), describe_ints(size).c_str());
       strides[d] = have == s ? in_strides[d - lead] : 0;
     }
     sizes.push(s);

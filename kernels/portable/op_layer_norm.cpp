@@ -23,19 +23,25 @@ Status layer_norm_run(KernelContext&, Inputs in, Outputs out) {
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_dtype(op, *x, "input", ScalarType::Float32));
   KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  const int nd = x->dim(), ns = static_cast<int>(shape.size());
-  KILN_CHECK_OR_RETURN(ns >= 1 && ns <= nd, KernelFailure, "%s: normalized_shape %s does not fit input %s", op,
-                       describe_sizes(shape).c_str(), describe(*x).c_str());
+  const int nd = x->dim();
+  // Compare as size_t first: a list length past INT_MAX must not wrap into range.
+  KILN_CHECK_OR_RETURN(shape.size() >= 1 && shape.size() <= static_cast<size_t>(nd), KernelFailure,
+                       "%s: normalized_shape %s does not fit input %s", op, describe_ints(shape).c_str(),
+                       describe(*x).c_str());
+  const int ns = static_cast<int>(shape.size());
   for (int i = 0; i < ns; ++i)
     KILN_CHECK_OR_RETURN(x->sizes()[nd - ns + i] == shape[i], KernelFailure,
                          "%s: normalized_shape %s does not match the trailing dims of input %s", op,
-                         describe_sizes(shape).c_str(), describe(*x).c_str());
-  const int64_t n = numel_of(shape), m = prod(x->sizes(), 0, nd - ns);
+                         describe_ints(shape).c_str(), describe(*x).c_str());
+  // normalized_shape equals trailing sizes of the (validated) input: these products fit.
+  const int64_t n = prod(x->sizes(), nd - ns, nd), m = prod(x->sizes(), 0, nd - ns);
   for (const Tensor* p : {w, b}) {
     if (p == nullptr) continue;
     KILN_RETURN_IF_ERROR(check_dtype(op, *p, p == w ? "weight" : "bias", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(p->numel() == n && p->dim() == ns, KernelFailure, "%s: %s must be %s, got %s", op,
-                         p == w ? "weight" : "bias", describe_sizes(shape).c_str(), describe(*p).c_str());
+    bool match = p->dim() == ns;
+    for (int i = 0; match && i < ns; ++i) match = p->sizes()[i] == shape[i];
+    KILN_CHECK_OR_RETURN(match, KernelFailure, "%s: %s must be %s, got %s", op, p == w ? "weight" : "bias",
+                         describe_ints(shape).c_str(), describe(*p).c_str());
   }
   KILN_RETURN_IF_ERROR(resize_output(op, &y, x->sizes()));
   if (n == 0) return Status::ok();
@@ -44,7 +50,7 @@ Status layer_norm_run(KernelContext&, Inputs in, Outputs out) {
   const float* wp = w != nullptr ? w->data_as<const float>() : nullptr;
   const float* bp = b != nullptr ? b->data_as<const float>() : nullptr;
   float* yp = y.data_as<float>();
-  parallel_for(m, std::max<int64_t>(1, kElementwiseGrain / n), [&](int64_t r0, int64_t r1) {
+  parallel_for(m, grain_for(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* row = xp + r * n;
       float* o = yp + r * n;

@@ -25,36 +25,35 @@ Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
   PoolInput pi;
   KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
   if (stride_empty) s[0] = k[0], s[1] = k[1];
-  KILN_CHECK_OR_RETURN(k[0] > 0 && k[1] > 0, KernelFailure, "%s: kernel_size must be positive", op);
-  KILN_CHECK_OR_RETURN(s[0] > 0 && s[1] > 0, KernelFailure, "%s: stride must be positive", op);
-  KILN_CHECK_OR_RETURN(dil[0] > 0 && dil[1] > 0, KernelFailure, "%s: dilation must be positive", op);
-  KILN_CHECK_OR_RETURN(pad[0] >= 0 && pad[1] >= 0 && pad[0] <= k[0] / 2 && pad[1] <= k[1] / 2, KernelFailure,
-                       "%s: padding must be between 0 and half the kernel size", op);
-  const int64_t oh = pooling_output_size(pi.h, k[0], pad[0], s[0], dil[0], ceil_mode);
-  const int64_t ow = pooling_output_size(pi.w, k[1], pad[1], s[1], dil[1], ceil_mode);
-  KILN_CHECK_OR_RETURN(oh >= 1 && ow >= 1, KernelFailure, "%s: output size %lldx%lld is too small for input %s", op,
-                       static_cast<long long>(oh), static_cast<long long>(ow), describe(*x).c_str());
+  Window wh, ww;
+  KILN_RETURN_IF_ERROR(window_geometry(op, "height", pi.h, k[0], s[0], pad[0], dil[0], ceil_mode, true, &wh));
+  KILN_RETURN_IF_ERROR(window_geometry(op, "width", pi.w, k[1], s[1], pad[1], dil[1], ceil_mode, true, &ww));
+  const int64_t oh = wh.out, ow = ww.out;
   KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
 
   const float* xp = x->data_as<const float>();
   float* yp = y.data_as<float>();
   const int64_t h = pi.h, w = pi.w;
-  parallel_for(pi.planes, std::max<int64_t>(1, kElementwiseGrain / (oh * ow * k[0] * k[1])), [&](int64_t p0, int64_t p1) {
+  // Only the taps that land inside the input are visited, so the work per
+  // output is bounded by the input, whatever the kernel size.
+  const int64_t taps = sat_mul(std::min(k[0], h), std::min(k[1], w));
+  parallel_for(pi.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;
       for (int64_t i = 0; i < oh; ++i) {
-        const int64_t h0 = i * s[0] - pad[0];
+        const int64_t h0 = i * wh.stride - wh.pad;
+        int64_t a0, a1;
+        window_taps(wh, h0, &a0, &a1);
         for (int64_t j = 0; j < ow; ++j) {
-          const int64_t w0 = j * s[1] - pad[1];
+          const int64_t w0 = j * ww.stride - ww.pad;
+          int64_t b0, b1;
+          window_taps(ww, w0, &b0, &b1);
           float best = -std::numeric_limits<float>::infinity();
-          for (int64_t a = 0; a < k[0]; ++a) {
-            const int64_t ih = h0 + a * dil[0];
-            if (ih < 0 || ih >= h) continue;
-            for (int64_t b = 0; b < k[1]; ++b) {
-              const int64_t iw = w0 + b * dil[1];
-              if (iw < 0 || iw >= w) continue;
-              const float v = plane[ih * w + iw];
+          for (int64_t a = a0; a < a1; ++a) {
+            const float* row = plane + (h0 + a * wh.dilation) * w;
+            for (int64_t b = b0; b < b1; ++b) {
+              const float v = row[w0 + b * ww.dilation];
               if (v > best || std::isnan(v)) best = v;  // NaN wins, as in PyTorch
             }
           }

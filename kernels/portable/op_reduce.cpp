@@ -65,6 +65,7 @@ int64_t offset_of(int64_t i, const Dims& dims, const int64_t* strides, int first
 
 template <typename T, typename U>
 void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
+  // Integer sums wrap around like PyTorch's (wrapping_add: no signed-overflow UB).
   using Acc = std::conditional_t<std::is_floating_point_v<U>, double, int64_t>;
   const T* xp = x.data_as<const T>();
   U* yp = y.data_as<U>();
@@ -79,7 +80,7 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
   if (p.inner_reduced) {
     // Each output sums contiguous runs of the innermost reduced dim.
     const int64_t inner = r[r.n - 1], outer_count = p.count / std::max<int64_t>(inner, 1);
-    parallel_for(outputs, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(p.count, 1)), [&](int64_t o0, int64_t o1) {
+    parallel_for(outputs, grain_for(p.count), [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const T* base = xp + offset_of(o, p.kept, p.kept_strides, 0, p.kept.n);
         Acc acc = 0;
@@ -88,9 +89,9 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
           Acc part[4] = {0, 0, 0, 0};  // independent partial sums vectorise
           int64_t i = 0;
           for (; i + 4 <= inner; i += 4)
-            for (int j = 0; j < 4; ++j) part[j] += static_cast<Acc>(convert<U>(run[i + j]));
-          for (; i < inner; ++i) part[0] += static_cast<Acc>(convert<U>(run[i]));
-          acc += (part[0] + part[1]) + (part[2] + part[3]);
+            for (int j = 0; j < 4; ++j) part[j] = wrapping_add(part[j], static_cast<Acc>(convert<U>(load(run + i + j))));
+          for (; i < inner; ++i) part[0] = wrapping_add(part[0], static_cast<Acc>(convert<U>(load(run + i))));
+          acc = wrapping_add(acc, wrapping_add(wrapping_add(part[0], part[1]), wrapping_add(part[2], part[3])));
         }
         yp[o] = finish(acc);
       }
@@ -103,7 +104,7 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
   const Dims& k = p.kept;
   const int64_t inner = k[k.n - 1], outer = outputs / inner;
   const int64_t chunks = (inner + kChunk - 1) / kChunk;
-  parallel_for(outer * chunks, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(p.count * kChunk, 1)),
+  parallel_for(outer * chunks, grain_for(sat_mul(p.count, kChunk)),
                [&](int64_t t0, int64_t t1) {
     Acc acc[kChunk];
     for (int64_t t = t0; t < t1; ++t) {
@@ -112,7 +113,7 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
       for (int64_t j = 0; j < len; ++j) acc[j] = 0;
       for (int64_t q = 0; q < p.count; ++q) {
         const T* row = base + offset_of(q, r, p.reduced_strides, 0, r.n);
-        for (int64_t j = 0; j < len; ++j) acc[j] += static_cast<Acc>(convert<U>(row[j]));
+        for (int64_t j = 0; j < len; ++j) acc[j] = wrapping_add(acc[j], static_cast<Acc>(convert<U>(load(row + j))));
       }
       U* yo = yp + o * inner + c0;
       for (int64_t j = 0; j < len; ++j) yo[j] = finish(acc[j]);

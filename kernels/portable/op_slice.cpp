@@ -26,7 +26,11 @@ Status slice_tensor_run(KernelContext&, Inputs in, Outputs out) {
   if (end < 0) end = end < -size ? 0 : end + size;
   start = std::min(start, size);
   end = std::min(std::max(end, start), size);
-  const int64_t len = (end - start + step - 1) / step;
+  // 0 <= start <= end <= size: no overflow, whatever step is (it may be INT64_MAX).
+  const int64_t len = end > start ? (end - start - 1) / step + 1 : 0;
+  // One element or none: the step is never taken. Otherwise step < size, so
+  // stride * step below stays within the input.
+  if (len <= 1) step = 1;
 
   Dims sizes(x->sizes());
   sizes[static_cast<int>(d)] = len;

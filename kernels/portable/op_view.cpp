@@ -22,27 +22,30 @@ Status view_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(copy_setup(op, in, out, 2, &x));
   KILN_RETURN_IF_ERROR(int_list_arg(op, in, 1, "size", &size));
   KILN_CHECK_OR_RETURN(size.size() <= static_cast<size_t>(kMaxDims), KernelFailure, "%s: too many dims in %s", op,
-                       describe_sizes(size).c_str());
+                       describe_ints(size).c_str());
   Dims sizes(size);
   int infer = -1;
-  int64_t known = 1;
+  int64_t known = 1;  // product of the given sizes, checked: they come from the file
   for (int d = 0; d < sizes.n; ++d) {
     if (sizes[d] == -1) {
-      KILN_CHECK_OR_RETURN(infer < 0, KernelFailure, "%s: only one dim of %s may be -1", op, describe_sizes(size).c_str());
+      KILN_CHECK_OR_RETURN(infer < 0, KernelFailure, "%s: only one dim of %s may be -1", op, describe_ints(size).c_str());
       infer = d;
     } else {
-      KILN_CHECK_OR_RETURN(sizes[d] >= 0, KernelFailure, "%s: invalid size %s", op, describe_sizes(size).c_str());
-      known *= sizes[d];
+      KILN_CHECK_OR_RETURN(sizes[d] >= 0, KernelFailure, "%s: invalid size %s", op, describe_ints(size).c_str());
+      KILN_RETURN_IF_ERROR(checked_mul(op, "the product of the view sizes", known, sizes[d], &known));
     }
   }
   const int64_t n = x->numel();
   if (infer >= 0) {
     KILN_CHECK_OR_RETURN(known != 0 && n % known == 0, KernelFailure, "%s: shape %s is invalid for input %s", op,
-                         describe_sizes(size).c_str(), describe(*x).c_str());
+                         describe_ints(size).c_str(), describe(*x).c_str());
     sizes[infer] = n / known;
+    known = n;
   }
-  KILN_CHECK_OR_RETURN(sizes.numel() == n, KernelFailure, "%s: shape %s is invalid for input %s", op,
-                       describe_sizes(size).c_str(), describe(*x).c_str());
+  // `known` is now the exact product; resize_output also rejects a zero-sized
+  // shape whose other sizes multiply past kMaxElements.
+  KILN_CHECK_OR_RETURN(known == n, KernelFailure, "%s: shape %s is invalid for input %s", op,
+                       describe_ints(size).c_str(), describe(*x).c_str());
   return reshape_copy(op, *x, *out[0], sizes.span());
 }
 

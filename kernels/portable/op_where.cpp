@@ -11,14 +11,15 @@ template <typename T>
 void select_into(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& y, const Dims& sizes) {
   const Tensor* ins[3] = {&cond, &a, &b};
   const BroadcastPlan<3> plan = make_broadcast_plan<3>(sizes, ins);
-  const bool* cp = cond.data_as<const bool>();
+  // Bool bytes are read as bytes: a corrupt program may store any value there.
+  const uint8_t* cp = cond.data_as<const uint8_t>();
   const T* ap = a.data_as<const T>();
   const T* bp = b.data_as<const T>();
   T* yp = y.data_as<T>();
   const int last = plan.ndim - 1;
   const int64_t sc = plan.strides[0][last], sa = plan.strides[1][last], sb = plan.strides[2][last];
   parallel_rows(plan, [&](int64_t o, const int64_t* off, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) yp[o + i] = cp[off[0] + i * sc] ? ap[off[1] + i * sa] : bp[off[2] + i * sb];
+    for (int64_t i = 0; i < n; ++i) yp[o + i] = cp[off[0] + i * sc] != 0 ? ap[off[1] + i * sa] : bp[off[2] + i * sb];
   });
 }
 
@@ -74,11 +75,11 @@ Status masked_fill_scalar_run(KernelContext&, Inputs in, Outputs out) {
     const Tensor* ins2[2] = {x, mask};
     const BroadcastPlan<2> plan = make_broadcast_plan<2>(sizes, ins2);
     const T* xp = x->data_as<const T>();
-    const bool* mp = mask->data_as<const bool>();
+    const uint8_t* mp = mask->data_as<const uint8_t>();  // any byte, see select_into
     T* yp = y.data_as<T>();
     const int64_t sx = plan.strides[0][plan.ndim - 1], sm = plan.strides[1][plan.ndim - 1];
     parallel_rows(plan, [&](int64_t o, const int64_t* off, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) yp[o + i] = mp[off[1] + i * sm] ? fill : xp[off[0] + i * sx];
+      for (int64_t i = 0; i < n; ++i) yp[o + i] = mp[off[1] + i * sm] != 0 ? fill : load(xp + off[0] + i * sx);
     });
   });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype %s", op, describe(*x).c_str());

@@ -58,16 +58,23 @@ int64_t Tensor::numel() const noexcept {
 Status Tensor::resize(Span<const int64_t> sizes) noexcept {
   KILN_CHECK_OR_RETURN(sizes.size() <= static_cast<size_t>(kMaxDims), KernelFailure,
                        "cannot resize to %zu dims (at most %d)", sizes.size(), kMaxDims);
-  // Overflow-safe product: sizes come from kernels computing on untrusted shapes.
+  // Sizes come from kernels computing on untrusted shapes. The product of the
+  // non-zero sizes must stay below 2^62 even when a zero makes the tensor
+  // empty, so that numel() and kernels never overflow multiplying them.
+  constexpr uint64_t kLimit = uint64_t{1} << 62;
   uint64_t bytes = element_size(dtype_);
+  bool zero = false;
   for (int64_t s : sizes) {
     KILN_CHECK_OR_RETURN(s >= 0, KernelFailure, "negative size in %s", describe_sizes(sizes).c_str());
-    if (s != 0 && bytes > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(s)) {
-      bytes = std::numeric_limits<uint64_t>::max();
-    } else {
-      bytes *= static_cast<uint64_t>(s);
+    if (s == 0) {
+      zero = true;
+      continue;
     }
+    KILN_CHECK_OR_RETURN(bytes <= kLimit / static_cast<uint64_t>(s), KernelFailure, "sizes %s are too large",
+                         describe_sizes(sizes).c_str());
+    bytes *= static_cast<uint64_t>(s);
   }
+  if (zero) bytes = 0;
   KILN_CHECK_OR_RETURN(bytes <= capacity_, KernelFailure,
                        "output %s %s needs %llu bytes but its planned buffer holds %zu",
                        scalar_type_name(dtype_), describe_sizes(sizes).c_str(),

@@ -15,19 +15,33 @@ namespace {
 using schema::TensorStorage;
 using schema::ValueKind;
 
-// A product of sizes times the element size, or false on overflow past 2^62.
+// Bytes of a tensor of `sizes` and `item`-byte elements, or false when a size is
+// negative or the product of the non-zero sizes passes 2^62 (then even a later
+// zero must not hide it: kernels multiply sizes in any order).
 bool checked_nbytes(const flatbuffers::Vector<int64_t>* sizes, size_t item, uint64_t* out) {
   constexpr uint64_t kLimit = uint64_t{1} << 62;
   uint64_t n = item;
+  bool zero = false;
   if (sizes != nullptr) {
     for (int64_t s : *sizes) {
       if (s < 0) return false;
-      if (s != 0 && n > kLimit / static_cast<uint64_t>(s)) return false;
+      if (s == 0) {
+        zero = true;
+        continue;
+      }
+      if (n > kLimit / static_cast<uint64_t>(s)) return false;
       n *= static_cast<uint64_t>(s);
     }
   }
-  *out = n;
+  *out = zero ? 0 : n;
   return true;
+}
+
+// FlatBuffers checks only the 4-byte length of a vector; 8-byte elements that
+// the runtime reads in place must be 8-byte aligned too.
+template <typename T>
+bool aligned_vector(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
 }
 
 bool range_fits(uint64_t offset, uint64_t length, uint64_t size) {
@@ -71,6 +85,7 @@ struct MethodChecker {
     auto dtype = static_cast<ScalarType>(t.dtype());
     size_t item = element_size(dtype);
     if (item == 0) return fail(tw + " has unknown dtype " + std::to_string(static_cast<int>(t.dtype())));
+    if (!aligned_vector(t.sizes())) return fail(tw + " has misaligned sizes");
     size_t ndim = t.sizes() ? t.sizes()->size() : 0;
     if (ndim > static_cast<size_t>(kMaxDims)) {
       return fail(tw + format(" has %zu dims, at most %d are supported", ndim, kMaxDims));
@@ -133,16 +148,31 @@ struct MethodChecker {
   Status check_value(size_t index) const {
     const schema::Value* v = m.values()->Get(static_cast<flatbuffers::uoffset_t>(index));
     std::string vw = "value " + std::to_string(index);
+    // The FlatBuffers verifier accepts a union whose type is set but whose
+    // payload is missing; nothing here may read such a value.
+    if (v->value() == nullptr) return fail(vw + " has a kind but no payload");
     switch (v->value_type()) {
       case ValueKind::None:
       case ValueKind::Int:
       case ValueKind::Double:
       case ValueKind::Bool:
-      case ValueKind::IntList:
-      case ValueKind::DoubleList:
-      case ValueKind::BoolList:
-        if (v->value() == nullptr) return fail(vw + " is empty");
         return Status::ok();
+      case ValueKind::IntList:
+        if (!aligned_vector(v->value_as_IntList()->items())) return fail(vw + " is a misaligned int list");
+        return Status::ok();
+      case ValueKind::DoubleList:
+        if (!aligned_vector(v->value_as_DoubleList()->items())) return fail(vw + " is a misaligned float list");
+        return Status::ok();
+      case ValueKind::BoolList: {
+        // Kernels read these bytes as bool: only 0 and 1 are bools.
+        const auto* items = v->value_as_BoolList()->items();
+        if (items != nullptr) {
+          for (uint8_t b : *reinterpret_cast<const flatbuffers::Vector<uint8_t>*>(items)) {
+            if (b > 1) return fail(vw + " is a bool list holding a byte that is not 0 or 1");
+          }
+        }
+        return Status::ok();
+      }
       case ValueKind::String:
         if (v->value_as_String()->value() == nullptr || !valid_utf8(v->value_as_String()->value())) {
           return fail(vw + " is a string without valid UTF-8 text");
@@ -196,6 +226,7 @@ struct MethodChecker {
     for (flatbuffers::uoffset_t i = 0; i < instructions->size(); ++i) {
       const schema::Instruction* ins = instructions->Get(i);
       std::string iw = "instruction " + std::to_string(i);
+      if (ins->instruction() == nullptr) return fail(iw + " has a kind but no payload");
       switch (ins->instruction_type()) {
         case schema::InstructionKind::KernelCall: {
           const auto* call = ins->instruction_as_KernelCall();
@@ -234,6 +265,7 @@ struct MethodChecker {
   Status check_arenas() const {
     const auto* arenas = m.arena_sizes();
     if (arenas == nullptr) return Status::ok();
+    if (!aligned_vector(arenas)) return fail("has misaligned arena sizes");
     uint64_t total = 0;
     for (uint64_t a : *arenas) {
       if (a > data.options.max_arena_bytes || total > data.options.max_arena_bytes - a) {

@@ -780,6 +780,566 @@ void test_unary() {
   }
 }
 
+// ---- hostile arguments: scalar arguments and shapes as a corrupt program may
+// hold them. Each must end in KernelFailure (or a defined result), never in
+// undefined behaviour, an out-of-bounds access or an absurdly long loop; the
+// sanitizer build (tests/test_sanitizers.py) runs these.
+
+constexpr int64_t kBig = INT64_MAX;
+constexpr int64_t kHuge = int64_t{1} << 40;
+
+// A tensor with arbitrary (possibly absurd) sizes over a small buffer; its
+// capacity is the buffer, so any real read past it is caught by check_tensor.
+struct Shaped {
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(64, 0);
+  Tensor t;
+  Shaped(std::vector<int64_t> sizes, ScalarType dt = ScalarType::Float32, size_t capacity = 0) {
+    t.reset(bytes.data(), Span<const int64_t>(sizes.data(), sizes.size()), dt, capacity);
+  }
+};
+
+bool fails(Status s) { return s.code() == Error::KernelFailure; }
+
+void test_hostile_windows() {
+  Buf x({1, 1, 5, 5});
+  for (int i = 0; i < 25; ++i) x.f()[i] = static_cast<float>(i);
+  Buf w = rand_f32({2, 1, 3, 3});
+  // conv2d: stride/padding/dilation/groups at the limits of int64.
+  struct ConvArgs {
+    std::vector<int64_t> stride, pad, dil;
+    int64_t groups;
+    const char* what;
+  };
+  for (const ConvArgs& c : std::vector<ConvArgs>{
+           {{1}, {kBig}, {1}, 1, "padding INT64_MAX"},
+           {{1}, {kBig / 2}, {1}, 1, "padding INT64_MAX/2 (the reported 2 * pad overflow)"},
+           {{1}, {kHuge}, {1}, 1, "padding 2^40"},
+           {{1}, {-1}, {1}, 1, "negative padding"},
+           {{kBig}, {0}, {1}, 1, "stride INT64_MAX"},
+           {{0}, {0}, {1}, 1, "stride 0"},
+           {{1}, {0}, {kBig}, 1, "dilation INT64_MAX"},
+           {{1}, {0}, {kHuge}, 1, "dilation 2^40"},
+           {{1}, {0}, {-3}, 1, "negative dilation"},
+           {{1}, {0}, {1}, kBig, "groups INT64_MAX"},
+           {{1}, {0}, {1}, INT64_MIN, "groups INT64_MIN"},
+           {{1}, {0}, {1}, 0, "groups 0"},
+       }) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).tensor(w.t).none().ints(c.stride).ints(c.pad).ints(c.dil).i(c.groups);
+    CHECK(fails(call(conv2d_run, a, y)), "conv2d %s must fail", c.what);
+  }
+  {
+    // Large but valid padding: the output grows past the planned capacity.
+    Buf y = out_buf(ScalarType::Float32, 1024);
+    Args a;
+    a.tensor(x.t).tensor(w.t).none().ints({1}).ints({1 << 20}).ints({1}).i(1);
+    CHECK(fails(call(conv2d_run, a, y)), "conv2d output beyond capacity must fail");
+  }
+  {
+    // A huge dilation with matching padding: a valid 1x1-per-tap output.
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).tensor(w.t).none().ints({1}).ints({1 << 29}).ints({1 << 29}).i(1);
+    Status s = call(conv2d_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {1, 2, 5, 5}), "conv2d huge dilation: %s %s", s.message().c_str(),
+          shape_str(y.shape()).c_str());
+  }
+  // Pools: kernel sizes, strides and paddings from the file.
+  struct PoolArgs {
+    std::vector<int64_t> k, s, pad, dil;
+    const char* what;
+  };
+  for (const PoolArgs& c : std::vector<PoolArgs>{
+           {{kBig}, {}, {0}, {1}, "kernel INT64_MAX"},
+           {{kHuge}, {}, {kHuge / 2}, {1}, "kernel 2^40 (above kMaxWindowParam)"},
+           {{0}, {}, {0}, {1}, "kernel 0"},
+           {{-2}, {}, {0}, {1}, "negative kernel"},
+           {{2}, {kBig}, {0}, {1}, "stride INT64_MAX"},
+           {{2}, {-1}, {0}, {1}, "negative stride"},
+           {{3}, {1}, {kBig}, {1}, "padding INT64_MAX"},
+           {{3}, {1}, {2}, {1}, "padding over half the kernel"},
+           {{3}, {1}, {1}, {kBig}, "dilation INT64_MAX"},
+           {{7}, {1}, {0}, {1}, "kernel larger than the input"},
+       }) {
+    for (bool ceil : {false, true}) {
+      Buf y = out_buf();
+      Args a;
+      a.tensor(x.t).ints(c.k).ints(c.s).ints(c.pad).ints(c.dil).b(ceil);
+      CHECK(fails(call(max_pool2d_run, a, y)), "max_pool2d %s must fail", c.what);
+      Args b;
+      b.tensor(x.t).ints(c.k).ints(c.s).ints(c.pad).b(ceil).b(true).none();
+      if (c.dil[0] == 1) CHECK(fails(call(avg_pool2d_run, b, y)), "avg_pool2d %s must fail", c.what);
+    }
+  }
+  {
+    // A 2^29 kernel (within the limit) padded around a 5x5 input: one window
+    // that covers the whole input. Only its 25 real taps may be visited.
+    const int64_t k = int64_t{1} << 29, p = k / 2;
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).ints({k}).ints({}).ints({p}).ints({1}).b(false);
+    Status s = call(max_pool2d_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {1, 1, 1, 1}) && y.f()[0] == 24.0f, "max_pool2d huge kernel: %s",
+          s.message().c_str());
+    Args b;
+    b.tensor(x.t).ints({k}).ints({}).ints({p}).b(false).b(false).none();
+    s = call(avg_pool2d_run, b, y);
+    CHECK(s.is_ok() && same_shape(y, {1, 1, 1, 1}) && y.f()[0] == 12.0f, "avg_pool2d huge kernel: %s",
+          s.message().c_str());
+    Args c;  // count_include_pad: the divisor is the padded window, k * k (2^58)
+    c.tensor(x.t).ints({k}).ints({}).ints({p}).b(false).b(true).none();
+    s = call(avg_pool2d_run, c, y);
+    const double want = 300.0 / (double(k) * double(k));
+    CHECK(s.is_ok() && std::fabs(y.f()[0] - want) <= 1e-6 * want, "avg_pool2d huge kernel include_pad: %s %g",
+          s.message().c_str(), y.f()[0]);
+    Args d;  // divisor_override INT64_MIN is a valid (if odd) divisor
+    d.tensor(x.t).ints({2}).ints({}).ints({0}).b(false).b(true).i(INT64_MIN);
+    CHECK(call(avg_pool2d_run, d, y).is_ok(), "avg_pool2d divisor INT64_MIN");
+  }
+  // adaptive_avg_pool2d: output sizes from the file.
+  for (auto os : std::vector<std::vector<int64_t>>{{kBig, kBig}, {kHuge, kHuge}, {-1, 2}, {kBig, 1}}) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).ints(os);
+    CHECK(fails(call(adaptive_avg_pool2d_run, a, y)), "adaptive_avg_pool2d output_size %s must fail",
+          shape_str(os).c_str());
+  }
+  {
+    // A huge output size next to a zero one: an empty (valid) result.
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).ints({kHuge, 0});
+    Status s = call(adaptive_avg_pool2d_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {1, 1, kHuge, 0}), "adaptive_avg_pool2d [2^40, 0]: %s", s.message().c_str());
+    // More outputs than inputs: overlapping regions, compared with the formula.
+    Args b;
+    b.tensor(x.t).ints({7, 3});
+    CHECK(call(adaptive_avg_pool2d_run, b, y).is_ok() && same_shape(y, {1, 1, 7, 3}), "adaptive upsampling");
+    std::vector<float> want(21);
+    for (int i = 0; i < 7; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const int h0 = i * 5 / 7, h1 = ((i + 1) * 5 + 6) / 7, w0 = j * 5 / 3, w1 = ((j + 1) * 5 + 2) / 3;
+        double sum = 0;
+        for (int a2 = h0; a2 < h1; ++a2)
+          for (int b2 = w0; b2 < w1; ++b2) sum += x.f()[a2 * 5 + b2];
+        want[i * 3 + j] = static_cast<float>(sum / ((h1 - h0) * (w1 - w0)));
+      }
+    expect_close("adaptive_avg_pool2d upsampling", y.f(), want.data(), 21);
+  }
+}
+
+void test_hostile_shapes() {
+  Buf x = rand_f32({2, 3, 4});
+  // view: products of file sizes, -1 inference.
+  for (auto sz : std::vector<std::vector<int64_t>>{{kBig, kBig},
+                                                   {-1, kBig},
+                                                   {kHuge, kHuge, 0},
+                                                   {0, kHuge, kHuge},
+                                                   {-1, 0},
+                                                   {-1, -1},
+                                                   {-2, 12},
+                                                   {INT64_MIN, 1},
+                                                   {1, 1, 1, 1, 1, 1, 1, 1, 24}}) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).ints(sz);
+    CHECK(fails(call(view_run, a, y)), "view %s must fail", shape_str(sz).c_str());
+  }
+  {
+    // An empty input may take a zero-sized shape, but not one whose other sizes overflow.
+    Buf e({0, 3});
+    Buf y = out_buf();
+    Args ok;
+    ok.tensor(e.t).ints({3, 0, 5});
+    CHECK(call(view_run, ok, y).is_ok() && same_shape(y, {3, 0, 5}), "view of empty");
+    Args bad;
+    bad.tensor(e.t).ints({kHuge, 0, kHuge});
+    CHECK(fails(call(view_run, bad, y)), "view [2^40, 0, 2^40] must fail");
+  }
+  {
+    // An int list the (corrupt) file left misaligned: rejected before any read.
+    alignas(8) static int64_t storage[4] = {4, 6, 0, 0};
+    Value misaligned;
+    misaligned.kind = ValueKind::IntList;
+    misaligned.ints.data = reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(storage) + 4);
+    misaligned.ints.size = 2;
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).push(misaligned);
+    CHECK(fails(call(view_run, a, y)), "view with a misaligned size list must fail");
+    Args c;
+    c.tensor(x.t).tensor(x.t).none().push(misaligned).ints({0}).ints({1}).i(1);
+    CHECK(fails(call(conv2d_run, c, y)), "conv2d with a misaligned stride list must fail");
+  }
+  // expand: sizes from the file.
+  {
+    Buf a = rand_f32({3, 1});
+    for (auto sz : std::vector<std::vector<int64_t>>{{kBig, 3, 4},
+                                                     {kHuge, kHuge, 3, 4},
+                                                     {kHuge, 0, 3, kHuge},
+                                                     {-1, 3, 4},
+                                                     {3, kBig},
+                                                     {3, -2},
+                                                     {4, 1},
+                                                     {1, 1, 1, 1, 1, 1, 1, 3, 4}}) {
+      Buf y = out_buf();
+      Args args;
+      args.tensor(a.t).ints(sz).b(false);
+      CHECK(fails(call(expand_run, args, y)), "expand to %s must fail", shape_str(sz).c_str());
+    }
+    // A huge size is fine next to a zero one: no elements.
+    Buf y = out_buf();
+    Args args;
+    args.tensor(a.t).ints({0, 3, kHuge}).b(false);
+    Status s = call(expand_run, args, y);
+    CHECK(s.is_ok() && same_shape(y, {0, 3, kHuge}), "expand [3, 1] to [0, 3, 2^40]: %s", s.message().c_str());
+  }
+  // slice: start/end/step anywhere in int64.
+  struct SliceCase {
+    int64_t dim, start, end, step;
+    std::vector<int64_t> idx;  // expected indices along the last dim (size 4), empty = empty result
+    bool ok;
+  };
+  for (const SliceCase& c : std::vector<SliceCase>{{-1, 0, kBig, kBig, {0}, true},
+                                                   {-1, 1, kBig, kBig, {1}, true},
+                                                   {-1, INT64_MIN, kBig, 2, {0, 2}, true},
+                                                   {-1, INT64_MIN, INT64_MIN, 1, {}, true},
+                                                   {-1, kBig, INT64_MIN, 1, {}, true},
+                                                   {-1, -1, kBig, kBig - 1, {3}, true},
+                                                   {-1, 0, 4, INT64_MIN, {}, false},
+                                                   {-1, 0, 4, 0, {}, false},
+                                                   {kBig, 0, 4, 1, {}, false},
+                                                   {INT64_MIN, 0, 4, 1, {}, false}}) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).i(c.dim).i(c.start).i(c.end).i(c.step);
+    Status s = call(slice_tensor_run, a, y);
+    if (!c.ok) {
+      CHECK(fails(s), "slice dim %lld step %lld must fail", (long long)c.dim, (long long)c.step);
+      continue;
+    }
+    const int64_t len = static_cast<int64_t>(c.idx.size());
+    CHECK(s.is_ok() && same_shape(y, {2, 3, len}), "slice (%lld, %lld, %lld): %s %s", (long long)c.start,
+          (long long)c.end, (long long)c.step, s.message().c_str(), shape_str(y.shape()).c_str());
+    bool ok = s.is_ok();
+    for (int r = 0; ok && r < 6; ++r)
+      for (int64_t j = 0; j < len; ++j) ok &= y.f()[r * len + j] == x.f()[r * 4 + c.idx[j]];
+    CHECK(ok, "slice values (%lld, %lld, %lld)", (long long)c.start, (long long)c.end, (long long)c.step);
+  }
+  // select, squeeze, unsqueeze, permute, transpose, softmax: dims and indices.
+  for (int64_t v : {kBig, INT64_MIN, int64_t{3}, int64_t{-4}}) {
+    Buf y = out_buf();
+    Args sel;
+    sel.tensor(x.t).i(v).i(0);
+    CHECK(fails(call(select_int_run, sel, y)), "select dim %lld must fail", (long long)v);
+    Args idx;
+    idx.tensor(x.t).i(0).i(v == 3 ? 2 : v);
+    if (v != 3) CHECK(fails(call(select_int_run, idx, y)), "select index %lld must fail", (long long)v);
+    Args sq;
+    sq.tensor(x.t).ints({0, v});
+    CHECK(fails(call(squeeze_dims_run, sq, y)), "squeeze dim %lld must fail", (long long)v);
+    Args us;
+    us.tensor(x.t).i(v == 3 ? 4 : v == -4 ? -5 : v);
+    CHECK(fails(call(unsqueeze_run, us, y)), "unsqueeze dim %lld must fail", (long long)v);
+    Args tr;
+    tr.tensor(x.t).i(0).i(v);
+    CHECK(fails(call(transpose_int_run, tr, y)), "transpose dim %lld must fail", (long long)v);
+    Args sm;
+    sm.tensor(x.t).i(v).b(false);
+    CHECK(fails(call(softmax_run, sm, y)), "softmax dim %lld must fail", (long long)v);
+    Args rd;
+    rd.tensor(x.t).ints({v}).b(false).none();
+    CHECK(fails(call(sum_dim_run, rd, y)), "sum dim %lld must fail", (long long)v);
+  }
+  for (auto dims : std::vector<std::vector<int64_t>>{{0, 1, 1}, {0, 1}, {0, 1, 2, 3}, {0, 1, -1 - 3}, {2, -1, 0},
+                                                     {kBig, 0, 1}}) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(x.t).ints(dims);
+    CHECK(fails(call(permute_run, a, y)), "permute %s must fail", shape_str(dims).c_str());
+  }
+  {
+    Buf y = out_buf();
+    Args dup;
+    dup.tensor(x.t).ints({1, -2}).b(false).none();
+    CHECK(fails(call(mean_dim_run, dup, y)), "mean with a repeated dim must fail");
+    Args bad_dtype;
+    bad_dtype.tensor(x.t).ints({1}).b(false).i(kBig);
+    CHECK(fails(call(sum_dim_run, bad_dtype, y)), "sum dtype INT64_MAX must fail");
+    Args neg_dtype;
+    neg_dtype.tensor(x.t).ints({1}).b(false).i(-1);
+    CHECK(fails(call(sum_dim_run, neg_dtype, y)), "sum dtype -1 must fail");
+  }
+  // cat: dim range, empty list, sizes that add up past int64.
+  {
+    Buf a = rand_f32({2, 3}), y = out_buf();
+    Args empty;
+    empty.tensors({}).i(0);
+    CHECK(fails(call(cat_run, empty, y)), "cat of an empty list must fail");
+    for (int64_t d : {kBig, INT64_MIN, int64_t{2}, int64_t{-3}}) {
+      Args args;
+      args.tensors({&a.t, &a.t}).i(d);
+      CHECK(fails(call(cat_run, args, y)), "cat dim %lld must fail", (long long)d);
+    }
+    Shaped big({int64_t{1} << 59, 0});
+    std::vector<Tensor*> many(16, &big.t);
+    Args args;
+    args.tensors(many).i(0);
+    CHECK(fails(call(cat_run, args, y)), "cat whose size adds up past int64 must fail");
+    // Many empty tensors and one real one: cheap, and correct.
+    Buf e({2, 0});
+    std::vector<Tensor*> list(1000, &e.t);
+    list.push_back(&a.t);
+    Args lots;
+    lots.tensors(list).i(1);
+    CHECK(call(cat_run, lots, y).is_ok() && same_shape(y, {2, 3}) && std::memcmp(y.f(), a.f(), 24) == 0,
+          "cat with many empty tensors");
+  }
+  // Tensor arguments whose sizes multiply past int64 (possible next to a zero
+  // size), or that claim more bytes than their storage holds.
+  {
+    Shaped overflow({kHuge, kHuge, 0});
+    Shaped unbacked({4, 4}, ScalarType::Float32, 16);
+    for (Tensor* t : {&overflow.t, &unbacked.t}) {
+      Buf y = out_buf();
+      Args r;
+      r.tensor(*t);
+      CHECK(fails(call(relu_run, r, y)), "relu of %s must fail", describe(*t).c_str());
+      Args sm;
+      sm.tensor(*t).i(-1).b(false);
+      CHECK(fails(call(softmax_run, sm, y)), "softmax of %s must fail", describe(*t).c_str());
+      Args rd;
+      rd.tensor(*t).ints({0}).b(false).none();
+      CHECK(fails(call(sum_dim_run, rd, y)), "sum of %s must fail", describe(*t).c_str());
+      Args cat;
+      cat.tensors({t}).i(0);
+      CHECK(fails(call(cat_run, cat, y)), "cat of %s must fail", describe(*t).c_str());
+    }
+    // An output shape that overflows, from operands that are each fine.
+    Shaped a({0, kHuge, 1}), b({0, 1, kHuge});
+    Buf y = out_buf();
+    Args mm;
+    mm.tensor(a.t).tensor(b.t);
+    CHECK(fails(call(matmul_run, mm, y)), "matmul to [0, 2^40, 2^40] must fail");
+    Args bmm;
+    bmm.tensor(a.t).tensor(b.t);
+    CHECK(fails(call(bmm_run, bmm, y)), "bmm to [0, 2^40, 2^40] must fail");
+  }
+  // Outputs that alias an argument (the memory planner never does this).
+  {
+    Buf a = rand_f32({2, 3}), b = rand_f32({2, 3});
+    Args args;
+    args.tensors({&a.t, &b.t}).i(0);
+    CHECK(fails(call(cat_run, args, a)), "cat into one of its inputs must fail");
+    Args r;
+    r.tensor(b.t);
+    CHECK(fails(call(relu_run, r, b)), "in-place relu must fail");
+    Tensor half;  // shares the second half of b's bytes
+    const int64_t three[1] = {3};
+    half.reset(b.f() + 3, Span<const int64_t>(three, 1), ScalarType::Float32, 12);
+    Args ex;
+    ex.tensor(half).ints({2, 3}).b(false);
+    CHECK(fails(call(expand_run, ex, b)), "expand into overlapping memory must fail");
+    Buf w = rand_f32({5, 3}), idx({2}, ScalarType::Int64);
+    Args emb;
+    emb.tensor(w.t).tensor(idx.t).i(-1).b(false).b(false);
+    CHECK(fails(call(embedding_run, emb, w)), "embedding into its weight must fail");
+  }
+}
+
+void test_hostile_values() {
+  // embedding: indices and padding_idx.
+  {
+    Buf w = rand_f32({5, 3}), idx({3}, ScalarType::Int64), idx32({2}, ScalarType::Int32), y = out_buf();
+    for (int64_t bad : {kBig, INT64_MIN, int64_t{-1}, int64_t{5}}) {
+      idx.i64()[0] = 1, idx.i64()[1] = bad, idx.i64()[2] = 2;
+      Args a;
+      a.tensor(w.t).tensor(idx.t).i(-1).b(false).b(false);
+      CHECK(fails(call(embedding_run, a, y)), "embedding index %lld must fail", (long long)bad);
+    }
+    idx32.t.data_as<int32_t>()[0] = INT32_MIN;
+    Args a32;
+    a32.tensor(w.t).tensor(idx32.t).i(-1).b(false).b(false);
+    CHECK(fails(call(embedding_run, a32, y)), "embedding i32 index INT32_MIN must fail");
+    idx.i64()[0] = 0, idx.i64()[1] = 4, idx.i64()[2] = 2;
+    for (int64_t pad : {kBig, INT64_MIN, int64_t{5}, int64_t{-6}}) {
+      Args a;
+      a.tensor(w.t).tensor(idx.t).i(pad).b(false).b(false);
+      CHECK(fails(call(embedding_run, a, y)), "embedding padding_idx %lld must fail", (long long)pad);
+    }
+    for (int64_t pad : {int64_t{-1}, int64_t{0}, int64_t{4}, int64_t{-5}}) {
+      Args a;
+      a.tensor(w.t).tensor(idx.t).i(pad).b(false).b(false);
+      CHECK(call(embedding_run, a, y).is_ok(), "embedding padding_idx %lld is valid", (long long)pad);
+    }
+  }
+  // _to_copy: float -> integer conversions saturate (NaN -> 0), never UB.
+  {
+    const double vals[] = {NAN, INFINITY, -INFINITY, 1e300, -1e300, 9.3e18, -9.3e18, 300.7, -200.2, 2.5};
+    Buf f({10}, ScalarType::Float64);
+    std::memcpy(f.t.data(), vals, sizeof vals);
+    struct Want {
+      ScalarType dt;
+      std::vector<int64_t> v;
+    };
+    for (const Want& w : std::vector<Want>{
+             {ScalarType::Int64, {0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 300, -200, 2}},
+             {ScalarType::Int32, {0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 300, -200, 2}},
+             {ScalarType::Int8, {0, 127, -128, 127, -128, 127, -128, 127, -128, 2}},
+             {ScalarType::UInt8, {0, 255, 0, 255, 0, 255, 0, 255, 0, 2}},
+             {ScalarType::Bool, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}}}) {
+      Buf y = out_buf(w.dt);
+      Args a;
+      a.tensor(f.t).i(static_cast<int64_t>(w.dt)).none().none().none().b(false).none();
+      Status s = call(to_copy_run, a, y);
+      CHECK(s.is_ok(), "_to_copy f64 -> %s: %s", scalar_type_name(w.dt), s.message().c_str());
+      for (int i = 0; s.is_ok() && i < 10; ++i) {
+        int64_t got = 0;
+        switch (w.dt) {
+          case ScalarType::Int64: got = y.i64()[i]; break;
+          case ScalarType::Int32: got = y.t.data_as<int32_t>()[i]; break;
+          case ScalarType::Int8: got = y.t.data_as<int8_t>()[i]; break;
+          default: got = y.t.data_as<uint8_t>()[i]; break;
+        }
+        CHECK(got == w.v[i], "_to_copy f64 -> %s [%d]: got %lld, want %lld", scalar_type_name(w.dt), i,
+              (long long)got, (long long)w.v[i]);
+      }
+    }
+    for (int64_t code : {kBig, INT64_MIN, int64_t{-1}, int64_t{kNumScalarTypes}}) {
+      Buf y = out_buf();
+      Args a;
+      a.tensor(f.t).i(code).none().none().none().b(false).none();
+      CHECK(fails(call(to_copy_run, a, y)), "_to_copy dtype %lld must fail", (long long)code);
+    }
+  }
+  // Bool tensors whose bytes are neither 0 nor 1 (a corrupt constant): read as true.
+  {
+    Buf b({3}, ScalarType::Bool), y = out_buf(ScalarType::Int64);
+    const uint8_t bytes[] = {0, 2, 255};
+    std::memcpy(b.t.data(), bytes, 3);
+    Args a;
+    a.tensor(b.t).i(static_cast<int64_t>(ScalarType::Int64)).none().none().none().b(false).none();
+    CHECK(call(to_copy_run, a, y).is_ok() && y.i64()[0] == 0 && y.i64()[1] == 1 && y.i64()[2] == 1,
+          "_to_copy of odd bool bytes");
+    Args s;
+    s.tensor(b.t).none();
+    CHECK(call(sum_run, s, y).is_ok() && y.i64()[0] == 2, "sum of odd bool bytes");
+    Buf x = rand_f32({3}), o = rand_f32({3}), fy = out_buf();
+    Args w;
+    w.tensor(b.t).tensor(x.t).tensor(o.t);
+    CHECK(call(where_self_run, w, fy).is_ok() && fy.f()[0] == o.f()[0] && fy.f()[1] == x.f()[1] &&
+              fy.f()[2] == x.f()[2],
+          "where with odd bool bytes");
+    Args m;
+    m.tensor(x.t).tensor(b.t).d(5.0);
+    CHECK(call(masked_fill_scalar_run, m, fy).is_ok() && fy.f()[0] == x.f()[0] && fy.f()[2] == 5.0f,
+          "masked_fill with odd bool bytes");
+    Buf by = out_buf(ScalarType::Bool);
+    Args mb;  // masked_fill of a bool tensor copies the odd bytes as proper bools
+    mb.tensor(b.t).tensor(b.t).d(0.0);
+    CHECK(call(masked_fill_scalar_run, mb, by).is_ok(), "masked_fill bool");
+  }
+  // Integer sums wrap around (like PyTorch) instead of overflowing.
+  {
+    Buf a({3}, ScalarType::Int64), y = out_buf(ScalarType::Int64);
+    a.i64()[0] = INT64_MAX, a.i64()[1] = INT64_MAX, a.i64()[2] = 2;
+    Args s;
+    s.tensor(a.t).none();
+    CHECK(call(sum_run, s, y).is_ok() && y.i64()[0] == 0, "i64 sum wraps: got %lld", (long long)y.i64()[0]);
+    Buf c({2, 3}, ScalarType::Int64);
+    for (int i = 0; i < 6; ++i) c.i64()[i] = INT64_MIN;
+    Args d;
+    d.tensor(c.t).ints({0}).b(false).none();
+    CHECK(call(sum_dim_run, d, y).is_ok() && y.i64()[0] == 0, "i64 sum over a strided dim wraps");
+  }
+  // clamp / hardtanh / pow / masked_fill with NaN, inf and huge scalars.
+  {
+    Buf xi({4}, ScalarType::Int32), yi = out_buf(ScalarType::Int32);
+    const int32_t vi[] = {-5, 0, 7, INT32_MAX};
+    std::memcpy(xi.t.data(), vi, sizeof vi);
+    Args h;
+    h.tensor(xi.t).d(-1e300).d(1e300);
+    CHECK(call(hardtanh_run, h, yi).is_ok() && std::memcmp(yi.t.data(), vi, sizeof vi) == 0, "hardtanh i32 +-1e300");
+    Args c;
+    c.tensor(xi.t).d(NAN).d(INFINITY);
+    CHECK(call(clamp_run, c, yi).is_ok(), "clamp i32 NaN/inf");
+    Args m;
+    Buf mask({4}, ScalarType::Bool);
+    mask.t.data_as<uint8_t>()[1] = 1;
+    m.tensor(xi.t).tensor(mask.t).d(-INFINITY);
+    CHECK(call(masked_fill_scalar_run, m, yi).is_ok() && yi.t.data_as<int32_t>()[1] == INT32_MIN,
+          "masked_fill i32 -inf saturates");
+    Buf xf = rand_f32({4}), yf = out_buf();
+    for (double e : {double(NAN), double(INFINITY), -double(INFINITY), 1e300, -1e300}) {
+      Args p;
+      p.tensor(xf.t).d(e);
+      CHECK(call(pow_tensor_scalar_run, p, yf).is_ok(), "pow %g", e);
+      Args cl;
+      cl.tensor(xf.t).d(e).d(e);
+      CHECK(call(clamp_run, cl, yf).is_ok(), "clamp %g", e);
+    }
+    Buf ai({2}, ScalarType::Int64), bi({2}, ScalarType::Int64), yl = out_buf(ScalarType::Int64);
+    ai.i64()[0] = INT64_MIN, ai.i64()[1] = 1, bi.i64()[0] = -1, bi.i64()[1] = INT64_MAX;
+    for (double alpha : {1e300, -1e300, double(INFINITY), 2.0}) {
+      Args add;
+      add.tensor(ai.t).tensor(bi.t).d(alpha);
+      CHECK(call(add_tensor_run, add, yl).is_ok(), "add i64 alpha %g", alpha);
+    }
+    Args nan_alpha;
+    nan_alpha.tensor(ai.t).tensor(bi.t).d(NAN);
+    CHECK(fails(call(sub_tensor_run, nan_alpha, yl)), "sub i64 alpha NaN must fail");
+  }
+  // layer_norm, batch_norm: shapes of the parameters against the input.
+  {
+    Buf x = rand_f32({2, 3, 4}), y = out_buf();
+    for (auto shape : std::vector<std::vector<int64_t>>{{}, {5}, {3, 5}, {1, 2, 3, 4}, {kBig}, {-4}, {2, 3, 4, 4}}) {
+      Args a;
+      a.tensor(x.t).ints(shape).none().none().d(1e-5).b(false);
+      CHECK(fails(call(layer_norm_run, a, y)), "layer_norm normalized_shape %s must fail", shape_str(shape).c_str());
+    }
+    Buf w = rand_f32({4, 3});  // 12 elements and 2 dims like [3, 4], but another shape
+    Args a;
+    a.tensor(x.t).ints({3, 4}).tensor(w.t).none().d(NAN).b(false);
+    CHECK(fails(call(layer_norm_run, a, y)), "layer_norm weight of another shape must fail");
+    Args ok;
+    ok.tensor(x.t).ints({4}).none().none().d(-INFINITY).b(false);
+    CHECK(call(layer_norm_run, ok, y).is_ok(), "layer_norm with eps -inf computes (NaN), no UB");
+    Buf c3 = rand_f32({3}), c4 = rand_f32({4});
+    Args bn;
+    bn.tensor(x.t).tensor(c3.t).tensor(c3.t).tensor(c3.t).tensor(c4.t).d(0.1).d(1e-5);
+    CHECK(fails(call(batch_norm_no_training_run, bn, y)), "batch_norm running_var of the wrong size must fail");
+    Args bn_ok;
+    bn_ok.tensor(x.t).none().none().tensor(c3.t).tensor(c3.t).d(NAN).d(INFINITY);
+    CHECK(call(batch_norm_no_training_run, bn_ok, y).is_ok(), "batch_norm with NaN/inf scalars computes");
+    Buf e({0, 0, 4});
+    Args bn_empty;
+    bn_empty.tensor(e.t).none().none().tensor(c3.t).tensor(c3.t).d(0.1).d(1e-5);
+    CHECK(fails(call(batch_norm_no_training_run, bn_empty, y)), "batch_norm with 0 channels and [3] stats must fail");
+  }
+  // Broadcasting: where, masked_fill, binary ops, matmul batch dims.
+  {
+    Buf a = rand_f32({2, 3}), b = rand_f32({4, 3}), cond({3, 3}, ScalarType::Bool), y = out_buf();
+    Args w;
+    w.tensor(cond.t).tensor(a.t).tensor(a.t);
+    CHECK(fails(call(where_self_run, w, y)), "where [3,3] with [2,3] must fail");
+    Args m;
+    m.tensor(a.t).tensor(cond.t).d(1.0);
+    CHECK(fails(call(masked_fill_scalar_run, m, y)), "masked_fill [2,3] with [3,3] must fail");
+    Args add;
+    add.tensor(a.t).tensor(b.t).i(1);
+    CHECK(fails(call(add_tensor_run, add, y)), "add [2,3] + [4,3] must fail");
+    Buf p = rand_f32({2, 3, 4}), q = rand_f32({3, 4, 5});
+    Args mm;
+    mm.tensor(p.t).tensor(q.t);
+    CHECK(fails(call(matmul_run, mm, y)), "matmul batch 2 vs 3 must fail");
+    Buf z = rand_f32({0, 3, 4}), r = rand_f32({2, 4, 5});
+    Args mz;
+    mz.tensor(z.t).tensor(r.t);
+    CHECK(fails(call(matmul_run, mz, y)), "matmul batch 0 vs 2 must fail");
+  }
+}
+
 void bench() {
   const int64_t n = 512;
   Buf a = rand_f32({n, n}), b = rand_f32({n, n}), c({n, n});
@@ -818,6 +1378,9 @@ int main(int argc, char** argv) {
     test_binary_and_reduce();
     test_copy_ops();
     test_unary();
+    test_hostile_windows();
+    test_hostile_shapes();
+    test_hostile_values();
   }
   std::printf("%d checks, %d failures\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
