@@ -292,6 +292,8 @@ def test_import_refuses_to_start_next_to_a_second_runtime(broken, variant, mode)
             raise SystemExit("import kiln succeeded next to a second runtime")
     """)
     assert "TYPE: DuplicateRuntime True" in proc.stdout
+    # The runtime also logs it (stderr by default), from C++.
+    assert "kiln error: 2 copies of the kiln runtime are loaded" in proc.stderr
     error = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR:"))
     assert "2 copies of the kiln runtime are loaded" in error
     assert str(RUNTIME) in error and str(lib) in error

@@ -110,6 +110,12 @@ std::vector<std::string> runtime_copies() {
   return paths;
 }
 
+namespace {
+// When this copy of the runtime initializes, say so at once if another copy is
+// already in the process (logged; program loading then fails with the error).
+[[maybe_unused]] const bool kCheckedAtLoad = check_single_runtime().is_ok();
+}  // namespace
+
 Status check_single_runtime() {
   std::vector<std::string> copies = runtime_copies();
   if (copies.size() <= 1) return Status::ok();
