@@ -42,12 +42,14 @@ class MethodSpec:
     output_specs: list
     arena_bytes: list
     num_instructions: int
+    # Mutable state (module buffers the method updates), kept across calls.
+    state_specs: list
 
     @classmethod
     def _from_native(cls, d: dict) -> "MethodSpec":
         return cls(d["name"], [TensorSpec._from_native(s) for s in d["inputs"]],
                    [TensorSpec._from_native(s) for s in d["outputs"]], list(d["arena_bytes"]),
-                   d["num_instructions"])
+                   d["num_instructions"], [TensorSpec._from_native(s) for s in d["state"]])
 
 
 def _as_input(x):
@@ -78,6 +80,7 @@ class Method:
         self.name: str = self.spec.name
         self.input_specs = self.spec.input_specs
         self.output_specs = self.spec.output_specs
+        self.state_specs = self.spec.state_specs
         self.arena_bytes: list[int] = self.spec.arena_bytes
         self.num_instructions: int = self.spec.num_instructions
 
@@ -95,6 +98,14 @@ class Method:
             raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
 
     __call__ = run
+
+    def reset_state(self) -> None:
+        """Restore this method's state (e.g. a KV cache) to its value in the file.
+
+        State persists across calls of one loaded Method; each Method object
+        (each Program.method() of each loaded Program) has its own copy.
+        """
+        self._native.reset_state()
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.input_specs)
@@ -127,19 +138,29 @@ class Program:
         return MethodSpec._from_native(self._native.method_spec(name))
 
     def method(self, name: str = "forward") -> Method:
-        """The loaded method `name` (kernels resolved, memory planned) — loaded once."""
+        """The loaded method `name` (kernels resolved, memory planned) — loaded
+        once and then reused, state included: prog.forward(...) calls it."""
         m = self._methods.get(name)
         if m is None:
-            try:
-                native = self._native.load_method(name)
-            except (MissingKernel, MissingBackend):
-                # Installed plugins may provide it: load them once, then retry.
-                if not _registry._load_plugins_once():
-                    raise
-                native = self._native.load_method(name)
-            m = Method(native)
-            self._methods[name] = m
+            m = self._methods[name] = self.load_method(name)
         return m
+
+    def load_method(self, name: str = "forward") -> Method:
+        """A new, independent Method `name`: its own memory and its own state
+        (e.g. a second KV cache for a second conversation)."""
+        try:
+            native = self._native.load_method(name)
+        except (MissingKernel, MissingBackend):
+            # Installed plugins may provide it: load them once, then retry.
+            if not _registry._load_plugins_once():
+                raise
+            native = self._native.load_method(name)
+        return Method(native)
+
+    def reset_state(self) -> None:
+        """Reset the state of every method loaded through method() / attributes."""
+        for m in self._methods.values():
+            m.reset_state()
 
     def run(self, method_name: str, *inputs) -> list[np.ndarray]:
         return self.method(method_name).run(*inputs)

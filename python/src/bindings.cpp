@@ -94,6 +94,9 @@ nb::dict method_spec_to_dict(const kiln::MethodSpec& spec) {
   for (const auto& s : spec.outputs) outputs.append(spec_to_dict(s));
   d["inputs"] = inputs;
   d["outputs"] = outputs;
+  nb::list state;
+  for (const auto& s : spec.state) state.append(spec_to_dict(s));
+  d["state"] = state;
   d["arena_bytes"] = nb::cast(spec.arena_sizes);
   d["num_instructions"] = spec.num_instructions;
   return d;
@@ -268,7 +271,8 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
-      .def("run", &run_method);
+      .def("run", &run_method)
+      .def("reset_state", [](PyMethod& self) { self.method.reset_state(); });
 
   m.def("load_file", [](const std::string& path, uint64_t max_arena_bytes) {
     kiln::LoadOptions options;

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "executor/method_state.h"
 #include "kiln/log.h"
@@ -35,6 +36,45 @@ void free_arena(void* p, size_t size) {
 #else
   ::munmap(p, size);
 #endif
+}
+
+// Python semantics for // and % (floor), as torch.export's symbolic ints use.
+Status run_int_op(Step& step) {
+  using K = schema::IntOpKind;
+  auto overflow = [&]() { return Status(Error::KernelFailure, "integer overflow in a size computation"); };
+  int64_t a = step.int_args[0]->i, b = step.int_args[1] ? step.int_args[1]->i : 0, r = 0;
+  switch (step.int_kind) {
+    case K::SizeOf: {
+      const Tensor& t = *step.int_tensor;
+      KILN_CHECK_OR_RETURN(b >= 0 && b < t.dim(), InvalidProgram, "size of dimension %lld of a %d-D tensor",
+                           (long long)b, t.dim());
+      r = t.sizes()[b];
+      break;
+    }
+    case K::Add: if (__builtin_add_overflow(a, b, &r)) return overflow(); break;
+    case K::Sub: if (__builtin_sub_overflow(a, b, &r)) return overflow(); break;
+    case K::Mul: if (__builtin_mul_overflow(a, b, &r)) return overflow(); break;
+    case K::FloorDiv:
+    case K::Mod: {
+      KILN_CHECK_OR_RETURN(b != 0, KernelFailure, "integer division by zero in a size computation");
+      if (a == std::numeric_limits<int64_t>::min() && b == -1) return overflow();
+      int64_t q = a / b, m = a % b;
+      if (m != 0 && ((m < 0) != (b < 0))) {
+        q -= 1;
+        m += b;
+      }
+      r = step.int_kind == K::FloorDiv ? q : m;
+      break;
+    }
+    case K::Min: r = a < b ? a : b; break;
+    case K::Max: r = a < b ? b : a; break;
+    case K::Neg:
+      if (a == std::numeric_limits<int64_t>::min()) return overflow();
+      r = -a;
+      break;
+  }
+  step.int_out->i = r;
+  return Status::ok();
 }
 
 Status resolve_kernel(const std::string& op, const std::vector<const Value*>& args, const KernelEntry** out) {
@@ -79,16 +119,22 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
   }
 
   // Value table. Counts first so that the vectors never reallocate.
-  size_t num_tensors = 0, num_list_items = 0;
+  size_t num_tensors = 0, num_list_items = 0, num_list_ints = 0;
   for (const schema::Value* v : values) {
     if (v->value_type() == ValueKind::Tensor) ++num_tensors;
     if (v->value_type() == ValueKind::TensorList && v->value_as_TensorList()->items()) {
       num_list_items += v->value_as_TensorList()->items()->size();
     }
+    if (v->value_type() == ValueKind::IntValueList && v->value_as_IntValueList()->items()) {
+      num_list_ints += v->value_as_IntValueList()->items()->size();
+    }
   }
   s.tensors.resize(num_tensors);
   s.values.resize(values.size());
   s.list_items.reserve(num_list_items);
+  s.list_ints.resize(num_list_ints);
+  // Where each IntValueList's items start in list_ints (by value index).
+  std::vector<uint32_t> list_ints_begin(values.size(), 0);
   size_t next_tensor = 0;
   for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
     const schema::Value* v = values.Get(i);
@@ -107,9 +153,14 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
           const schema::Segment* seg = program->program->segments()->Get(t.segment());
           data = const_cast<uint8_t*>(program->segments_base() + seg->offset() + t.segment_offset());
           tensor.set_constant(true);
-        } else if (t.storage() == TensorStorage::Planned) {
+        } else if (t.storage() == TensorStorage::Planned || t.storage() == TensorStorage::State) {
           // verify_program: the arena exists and holds [offset, offset + nbytes).
           data = static_cast<uint8_t*>(s.arenas[t.arena()].data) + t.arena_offset();
+        }
+        if (t.storage() == TensorStorage::State) {
+          // verify_program: the segment holds the initial [offset, offset + nbytes).
+          const schema::Segment* seg = program->program->segments()->Get(t.segment());
+          s.state.push_back({&tensor, program->segments_base() + seg->offset() + t.segment_offset(), Tensor()});
         }
         tensor.reset(data, sizes, dtype, nbytes);
         out.kind = kiln::ValueKind::Tensor;
@@ -145,10 +196,26 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
       }
       case ValueKind::TensorList:
         break;  // filled below, once every tensor has its address
+      case ValueKind::IntValueList:
+        break;  // filled below, once every int has its value
       default:
         out.kind = kiln::ValueKind::None;
         break;
     }
+  }
+  for (StateInit& st : s.state) st.declared = *st.tensor;
+  size_t next_int = 0;
+  for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
+    const schema::Value* v = values.Get(i);
+    if (v->value_type() != ValueKind::IntValueList) continue;
+    const auto* items = v->value_as_IntValueList()->items();
+    list_ints_begin[i] = static_cast<uint32_t>(next_int);
+    size_t n = items ? items->size() : 0;
+    // verify_program: each item is an Int value. Kernels see a plain IntList.
+    for (size_t k = 0; k < n; ++k) s.list_ints[next_int + k] = s.values[items->Get(static_cast<flatbuffers::uoffset_t>(k))].i;
+    s.values[i].kind = kiln::ValueKind::IntList;
+    s.values[i].ints = {s.list_ints.data() + next_int, n};
+    next_int += n;
   }
   for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
     const schema::Value* v = values.Get(i);
@@ -198,7 +265,18 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
       Step step{};
       auto bind_args = [&](const flatbuffers::Vector<uint32_t>* in, const flatbuffers::Vector<uint32_t>* out) {
         step.inputs_begin = static_cast<uint32_t>(s.step_inputs.size());
-        if (in) for (uint32_t v : *in) s.step_inputs.push_back(&s.values[v]);
+        step.refs_begin = static_cast<uint32_t>(s.int_refs.size());
+        if (in) {
+          for (uint32_t v : *in) {
+            s.step_inputs.push_back(&s.values[v]);
+            if (values.Get(v)->value_type() != ValueKind::IntValueList) continue;
+            const auto* items = values.Get(v)->value_as_IntValueList()->items();
+            for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
+              s.int_refs.push_back({s.list_ints.data() + list_ints_begin[v] + k, &s.values[items->Get(k)]});
+            }
+          }
+        }
+        step.num_refs = static_cast<uint32_t>(s.int_refs.size()) - step.refs_begin;
         step.num_inputs = static_cast<uint32_t>(s.step_inputs.size()) - step.inputs_begin;
         step.outputs_begin = static_cast<uint32_t>(s.step_outputs.size());
         // verify_program: outputs are planned tensors.
@@ -240,6 +318,18 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
           step.move_dst = s.values[mv->dst()].tensor;
           break;
         }
+        case schema::InstructionKind::IntOp: {
+          // verify_program: the arity fits the kind; inputs are ints (a SizeOf's
+          // first is a tensor) and the output is an int.
+          const auto* op = ins->instruction_as_IntOp();
+          step.kind = Step::Kind::IntOp;
+          step.name = std::string("int op ") + schema::EnumNameIntOpKind(op->kind());
+          step.int_kind = op->kind();
+          for (flatbuffers::uoffset_t k = 0; k < op->inputs()->size(); ++k) step.int_args[k] = &s.values[op->inputs()->Get(k)];
+          if (op->kind() == schema::IntOpKind::SizeOf) step.int_tensor = step.int_args[0]->tensor;
+          step.int_out = &s.values[op->output()];
+          break;
+        }
         default:
           return Status(Error::Internal, where + " has a kind the verifier should have rejected");
       }
@@ -276,7 +366,15 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
       if (!st.is_ok()) return std::move(st).with_context(where);
     }
   }
+  s.reset_state();
   return state;
+}
+
+void MethodState::reset_state() {
+  for (StateInit& st : state) {
+    *st.tensor = st.declared;  // a kernel may have resized it within its capacity
+    if (st.tensor->capacity() > 0) std::memcpy(st.tensor->data(), st.initial, st.tensor->capacity());
+  }
 }
 
 MethodState::~MethodState() {
@@ -331,8 +429,12 @@ Status MethodState::execute() {
     Step& step = steps[i];
     Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
     Span<Tensor* const> out(step_outputs.data() + step.outputs_begin, step.num_outputs);
+    for (uint32_t r = step.refs_begin; r < step.refs_begin + step.num_refs; ++r) *int_refs[r].dst = int_refs[r].src->i;
     Status st;
     switch (step.kind) {
+      case Step::Kind::IntOp:
+        st = run_int_op(step);
+        break;
       case Step::Kind::Kernel:
         st = step.kernel->run(step.ctx, in, out);
         break;
@@ -366,6 +468,7 @@ size_t Method::num_outputs() const { return state_->outputs.size(); }
 Status Method::set_input(size_t index, const Tensor& input) { return state_->set_input(index, input); }
 Status Method::execute() { return state_->execute(); }
 const Tensor& Method::output(size_t index) const { return *state_->outputs[index]; }
+void Method::reset_state() { state_->reset_state(); }
 
 Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) {
   KILN_CHECK_OR_RETURN(inputs.size() == num_inputs(), InvalidInput, "method '%s' takes %zu inputs, got %zu",

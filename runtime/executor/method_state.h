@@ -13,16 +13,29 @@
 
 namespace kiln::internal {
 
+// An item of an IntValueList, copied from its Int value before a step reads the list.
+struct IntRef {
+  int64_t* dst;
+  const Value* src;
+};
+
 struct Step {
-  enum class Kind : uint8_t { Kernel, Backend, Move } kind;
+  enum class Kind : uint8_t { Kernel, Backend, Move, IntOp } kind;
   const KernelEntry* kernel = nullptr;
   const BackendEntry* backend = nullptr;
   void* backend_handle = nullptr;
   KernelContext ctx;
   // Ranges in MethodState::step_inputs / step_outputs.
   uint32_t inputs_begin = 0, num_inputs = 0, outputs_begin = 0, num_outputs = 0;
+  // Range in MethodState::int_refs: the int lists this step reads, refreshed first.
+  uint32_t refs_begin = 0, num_refs = 0;
   Tensor* move_src = nullptr;
   Tensor* move_dst = nullptr;
+  // IntOp: kind, operands (a SizeOf reads int_tensor and int_args[1]) and result.
+  schema::IntOpKind int_kind = schema::IntOpKind::SizeOf;
+  const Tensor* int_tensor = nullptr;
+  const Value* int_args[2] = {nullptr, nullptr};
+  Value* int_out = nullptr;
   std::string name;  // "aten::linear.default", for error messages
 };
 
@@ -32,6 +45,7 @@ struct MethodState {
 
   Status set_input(size_t index, const Tensor& input);
   Status execute();
+  void reset_state();
 
   std::shared_ptr<const ProgramData> program;
   const schema::Method* method = nullptr;
@@ -49,6 +63,16 @@ struct MethodState {
   std::vector<Tensor*> inputs;
   std::vector<bool> input_bound;
   std::vector<const Tensor*> outputs;
+  // Storage of the IntValueLists (what kernels see as IntList) and where their items come from.
+  std::vector<int64_t> list_ints;
+  std::vector<IntRef> int_refs;
+  // State tensors and the bytes they start from (a constant segment).
+  struct StateInit {
+    Tensor* tensor;
+    const uint8_t* initial;
+    Tensor declared;  // the tensor as loaded: data, sizes and capacity
+  };
+  std::vector<StateInit> state;
 };
 
 }  // namespace kiln::internal

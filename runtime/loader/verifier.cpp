@@ -108,41 +108,61 @@ struct MethodChecker {
       }
     }
     switch (t.storage()) {
-      case TensorStorage::Constant: {
-        const auto* segments = data.program->segments();
-        if (segments == nullptr || t.segment() >= segments->size()) {
-          return fail(tw + format(" uses constant segment %u, the program has %u", t.segment(),
-                                  segments ? segments->size() : 0));
-        }
-        uint64_t seg_size = segments->Get(t.segment())->size();
-        if (!range_fits(t.segment_offset(), nbytes, seg_size)) {
-          return fail(tw + format(" needs %llu bytes at offset %llu of segment %u, which holds %llu",
-                                  (unsigned long long)nbytes, (unsigned long long)t.segment_offset(),
-                                  t.segment(), (unsigned long long)seg_size));
-        }
-        if (t.segment_offset() % item != 0) return fail(tw + " is misaligned in its segment");
-        break;
-      }
-      case TensorStorage::Planned: {
-        const auto* arenas = m.arena_sizes();
-        if (arenas == nullptr || t.arena() >= arenas->size()) {
-          return fail(tw + format(" uses arena %u, the method has %u", t.arena(), arenas ? arenas->size() : 0));
-        }
-        uint64_t arena_size = arenas->Get(t.arena());
-        if (!range_fits(t.arena_offset(), nbytes, arena_size)) {
-          return fail(tw + format(" needs %llu bytes at offset %llu of arena %u, which holds %llu",
-                                  (unsigned long long)nbytes, (unsigned long long)t.arena_offset(), t.arena(),
-                                  (unsigned long long)arena_size));
-        }
-        if (t.arena_offset() % item != 0) return fail(tw + " is misaligned in its arena");
-        break;
-      }
+      case TensorStorage::Constant:
+        return check_segment_range(tw, t, nbytes, item);
+      case TensorStorage::Planned:
+        return check_arena_range(tw, t, nbytes, item);
+      case TensorStorage::State:
+        // Lives in an arena; starts as (and resets to) bytes of a segment.
+        KILN_RETURN_IF_ERROR(check_segment_range(tw, t, nbytes, item));
+        return check_arena_range(tw, t, nbytes, item);
       case TensorStorage::Bound:
-        break;
+        return Status::ok();
       default:
         return fail(tw + format(" has unknown storage kind %d", static_cast<int>(t.storage())));
     }
+  }
+
+  Status check_segment_range(const std::string& tw, const schema::Tensor& t, uint64_t nbytes, size_t item) const {
+    const auto* segments = data.program->segments();
+    if (segments == nullptr || t.segment() >= segments->size()) {
+      return fail(tw + format(" uses constant segment %u, the program has %u", t.segment(),
+                              segments ? segments->size() : 0));
+    }
+    uint64_t seg_size = segments->Get(t.segment())->size();
+    if (!range_fits(t.segment_offset(), nbytes, seg_size)) {
+      return fail(tw + format(" needs %llu bytes at offset %llu of segment %u, which holds %llu",
+                              (unsigned long long)nbytes, (unsigned long long)t.segment_offset(), t.segment(),
+                              (unsigned long long)seg_size));
+    }
+    if (t.segment_offset() % item != 0) return fail(tw + " is misaligned in its segment");
     return Status::ok();
+  }
+
+  Status check_arena_range(const std::string& tw, const schema::Tensor& t, uint64_t nbytes, size_t item) const {
+    const auto* arenas = m.arena_sizes();
+    if (arenas == nullptr || t.arena() >= arenas->size()) {
+      return fail(tw + format(" uses arena %u, the method has %u", t.arena(), arenas ? arenas->size() : 0));
+    }
+    uint64_t arena_size = arenas->Get(t.arena());
+    if (!range_fits(t.arena_offset(), nbytes, arena_size)) {
+      return fail(tw + format(" needs %llu bytes at offset %llu of arena %u, which holds %llu",
+                              (unsigned long long)nbytes, (unsigned long long)t.arena_offset(), t.arena(),
+                              (unsigned long long)arena_size));
+    }
+    if (t.arena_offset() % item != 0) return fail(tw + " is misaligned in its arena");
+    return Status::ok();
+  }
+
+  bool is_int_value(uint32_t index) const {
+    return index < num_values && m.values()->Get(index)->value_type() == ValueKind::Int;
+  }
+
+  // Kernels and moves may write planned memory and state, never constants
+  // (read-only mappings) nor caller-owned inputs.
+  bool is_writable_tensor(uint32_t index) const {
+    const schema::Tensor* t = tensor_at(index);
+    return t != nullptr && (t->storage() == TensorStorage::Planned || t->storage() == TensorStorage::State);
   }
 
   Status check_value(size_t index) const {
@@ -180,6 +200,15 @@ struct MethodChecker {
         return Status::ok();
       case ValueKind::Tensor:
         return check_tensor(index, *v->value_as_Tensor());
+      case ValueKind::IntValueList: {
+        const auto* items = v->value_as_IntValueList()->items();
+        if (items == nullptr) return Status::ok();
+        if (items->size() > static_cast<size_t>(kMaxDims) * 64) return fail(vw + " is an implausibly long int list");
+        for (uint32_t item : *items) {
+          if (!is_int_value(item)) return fail(vw + format(" lists value %u, which is not an int", item));
+        }
+        return Status::ok();
+      }
       case ValueKind::TensorList: {
         const auto* items = v->value_as_TensorList()->items();
         if (items == nullptr) return Status::ok();
@@ -197,8 +226,7 @@ struct MethodChecker {
     }
   }
 
-  // Arguments may be any value; results must be planned tensors (never
-  // constants, which are read-only mappings, nor caller-owned inputs).
+  // Arguments may be any value; results must be writable tensors.
   Status check_call(const std::string& iw, const flatbuffers::Vector<uint32_t>* inputs,
                     const flatbuffers::Vector<uint32_t>* outputs) const {
     if (inputs != nullptr) {
@@ -209,9 +237,8 @@ struct MethodChecker {
     if (outputs != nullptr) {
       for (uint32_t o : *outputs) {
         if (o >= num_values) return fail(iw + format(" writes value %u of %zu", o, num_values));
-        const schema::Tensor* t = tensor_at(o);
-        if (t == nullptr || t->storage() != TensorStorage::Planned) {
-          return fail(iw + format(" writes value %u, which is not a planned tensor", o));
+        if (!is_writable_tensor(o)) {
+          return fail(iw + format(" writes value %u, which is not a planned or state tensor", o));
         }
       }
     }
@@ -247,18 +274,37 @@ struct MethodChecker {
           if (mv->src() >= num_values || mv->dst() >= num_values) return fail(iw + " moves a value out of range");
           const schema::Tensor* src = tensor_at(mv->src());
           const schema::Tensor* dst = tensor_at(mv->dst());
-          if (src == nullptr || dst == nullptr || dst->storage() != TensorStorage::Planned) {
-            return fail(iw + " must move a tensor into a planned tensor");
+          if (src == nullptr || !is_writable_tensor(mv->dst())) {
+            return fail(iw + " must move a tensor into a planned or state tensor");
           }
           if (src->dtype() != dst->dtype() || declared_nbytes(*src) > declared_nbytes(*dst)) {
             return fail(iw + " moves a tensor into one of another dtype or smaller capacity");
           }
           break;
         }
+        case schema::InstructionKind::IntOp:
+          KILN_RETURN_IF_ERROR(check_int_op(iw, *ins->instruction_as_IntOp()));
+          break;
         default:
           return fail(iw + " has an unknown kind");
       }
     }
+    return Status::ok();
+  }
+
+  Status check_int_op(const std::string& iw, const schema::IntOp& op) const {
+    using K = schema::IntOpKind;
+    size_t arity = op.kind() == K::Neg ? 1 : 2;
+    if (op.kind() > K::MAX) return fail(iw + format(" is an int op of unknown kind %d", static_cast<int>(op.kind())));
+    if (op.inputs() == nullptr || op.inputs()->size() != arity) {
+      return fail(iw + format(" is an int op that needs %zu inputs", arity));
+    }
+    for (flatbuffers::uoffset_t k = 0; k < arity; ++k) {
+      uint32_t in = op.inputs()->Get(k);
+      bool ok = (op.kind() == K::SizeOf && k == 0) ? (in < num_values && tensor_at(in) != nullptr) : is_int_value(in);
+      if (!ok) return fail(iw + format(" is an int op whose input %u (value %u) has the wrong kind", k, in));
+    }
+    if (!is_int_value(op.output())) return fail(iw + format(" is an int op writing value %u, which is not an int", op.output()));
     return Status::ok();
   }
 
@@ -351,6 +397,27 @@ struct MethodChecker {
       uint32_t index = m.outputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
       if (index >= num_values || tensor_at(index) == nullptr) return fail(format("output %zu is not a tensor value", i));
       spec.outputs.push_back(make_spec(index, m.output_names(), i, "output_"));
+    }
+    size_t num_state = m.state() ? m.state()->size() : 0;
+    if (m.state_names() && m.state_names()->size() != num_state) return fail("state_names does not match state");
+    std::set<uint32_t> state_values;
+    for (size_t i = 0; i < num_state; ++i) {
+      uint32_t index = m.state()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (index >= num_values || tensor_at(index) == nullptr || tensor_at(index)->storage() != TensorStorage::State) {
+        return fail(format("state %zu is not a state tensor value", i));
+      }
+      if (!state_values.insert(index).second) return fail(format("state %zu repeats value %u", i, index));
+      if (m.state_names() && !valid_utf8(m.state_names()->Get(static_cast<flatbuffers::uoffset_t>(i)))) {
+        return fail("a state name is not valid UTF-8");
+      }
+      spec.state.push_back(make_spec(index, m.state_names(), i, "state_"));
+    }
+    // Every state tensor is listed, so that reset_state() restores all of them.
+    for (size_t i = 0; i < num_values; ++i) {
+      const schema::Tensor* t = tensor_at(static_cast<uint32_t>(i));
+      if (t != nullptr && t->storage() == TensorStorage::State && !state_values.count(static_cast<uint32_t>(i))) {
+        return fail(format("value %zu is a state tensor missing from the method's state list", i));
+      }
     }
     if (m.arena_sizes()) spec.arena_sizes.assign(m.arena_sizes()->begin(), m.arena_sizes()->end());
     spec.num_instructions = m.instructions() ? m.instructions()->size() : 0;

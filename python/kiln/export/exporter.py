@@ -130,9 +130,20 @@ def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(sig.input_specs):
         raise ExportError(f"internal: graph signature of method '{name}' does not match its graph")
-    constants, user_inputs = {}, []
+    # Buffers the method writes become state; the outputs that carry their new
+    # values come first (checked below), then the user outputs.
+    mutated_buffers = [spec.target for spec in sig.output_specs
+                       if spec.kind == OutputKind.BUFFER_MUTATION]
+    constants, user_inputs, state = {}, [], {}
+    state_node = {}
     for spec, node in zip(sig.input_specs, placeholders):
-        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+        if spec.kind == InputKind.BUFFER and spec.target in mutated_buffers:
+            tensor = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            if not isinstance(tensor, torch.Tensor):
+                raise ExportError(f"internal: no data for buffer '{spec.target}'")
+            state[node] = (spec.target, tensor.detach().clone())
+            state_node[spec.target] = node
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
             if spec.target in ep.state_dict:
                 tensor = ep.state_dict[spec.target]
             elif spec.target in ep.constants:
@@ -150,14 +161,18 @@ def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
         else:
             raise ExportError(f"method '{name}' has an input of kind {spec.kind.name} "
                               f"('{node.name}'), which kiln does not support")
-    for spec in sig.output_specs:
-        if spec.kind != OutputKind.USER_OUTPUT:
+    kinds = [spec.kind for spec in sig.output_specs]
+    for i, spec in enumerate(sig.output_specs):
+        if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION):
             what = getattr(spec, "target", None) or spec.arg
-            raise ExportError(f"method '{name}' mutates state ({spec.kind.name}: {what}); kiln "
-                              "programs are stateless. Export the model in eval mode without "
-                              "in-place updates of buffers or inputs")
+            raise ExportError(f"method '{name}' has an output of kind {spec.kind.name} ({what}); "
+                              "kiln keeps module buffers as state but cannot update inputs or "
+                              "parameters in place: return the new value instead")
+        if spec.kind == OutputKind.BUFFER_MUTATION and OutputKind.USER_OUTPUT in kinds[:i]:
+            raise ExportError(f"internal: buffer mutations of method '{name}' do not come first")
     ctx = PassContext(graph=graph, constants=constants, user_inputs=user_inputs, method=name,
-                      module_prefix="" if module is model else _WRAPPED + ".")
+                      module_prefix="" if module is model else _WRAPPED + ".", state=state,
+                      mutated=[state_node[target] for target in mutated_buffers])
     ctx.input_names = _input_names(model, name, len(user_inputs), [n.name for n in user_inputs])
     return ctx
 

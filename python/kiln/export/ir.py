@@ -8,8 +8,13 @@ Conventions (see docs/format.md):
   * A method's values are a flat list; instructions, inputs and outputs refer
     to them by index.
   * `TensorValue.sizes` are upper bounds. `dynamic_dims` lists the dimensions
-    whose run-time size may be smaller; this version of the exporter only
-    produces static shapes, so it is always empty.
+    whose run-time size may be smaller (dynamic shapes); memory is planned for
+    the bounds.
+  * Symbolic sizes are Int values written at run time by IntOp instructions;
+    an "IntValueList" scalar lists Int value indices (e.g. view sizes).
+  * STATE tensors are module buffers the method updates: they live in an arena
+    of their own, start from (and reset to) their constant segment, and persist
+    across calls of one loaded method.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ SCALAR_TYPE_NAMES = {FLOAT32: "f32", FLOAT64: "f64", INT64: "i64", INT32: "i32",
                      FLOAT16: "f16", BFLOAT16: "bf16", UINT8: "u8", INT8: "i8"}
 
 # Tensor storage kinds (schema TensorStorage).
-CONSTANT, PLANNED, BOUND = 0, 1, 2
+CONSTANT, PLANNED, BOUND, STATE = 0, 1, 2, 3
 
 
 @dataclass
@@ -34,9 +39,9 @@ class TensorValue:
     dtype: int
     sizes: List[int]
     storage: int
-    segment: int = 0          # CONSTANT: index into Program.segments
+    segment: int = 0          # CONSTANT, STATE (initial bytes): index into Program.segments
     segment_offset: int = 0
-    arena: int = 0            # PLANNED: arena index and byte offset
+    arena: int = 0            # PLANNED, STATE: arena index and byte offset
     arena_offset: int = 0
     dynamic_dims: List[int] = field(default_factory=list)
     name: str = ""            # debugging only; not written
@@ -57,7 +62,8 @@ class TensorValue:
 class ScalarValue:
     """A non-tensor value. `kind` is one of the ValueKind names of the schema:
     "None", "Int", "Double", "Bool", "IntList", "DoubleList", "BoolList",
-    "TensorList" (items are value indices) or "String"."""
+    "TensorList" (items are value indices), "IntValueList" (items are indices
+    of Int values) or "String"."""
 
     kind: str
     value: Any = None
@@ -80,6 +86,28 @@ class BackendCall:
 
 
 @dataclass
+class Move:
+    """Copies tensor value `src` into tensor value `dst` (schema Move)."""
+
+    src: int
+    dst: int
+
+
+# IntOp kinds (schema IntOpKind).
+INT_OPS = ("SizeOf", "Add", "Sub", "Mul", "FloorDiv", "Mod", "Min", "Max", "Neg")
+
+
+@dataclass
+class IntOp:
+    """Computes an int at run time into Int value `output` (schema IntOp).
+    SizeOf reads [tensor value, Int value of the dim]; the others read Int values."""
+
+    kind: str
+    inputs: List[int]
+    output: int
+
+
+@dataclass
 class Delegate:
     """A subgraph handed to a backend: its name and the segment holding its blob."""
 
@@ -93,13 +121,15 @@ class MethodIR:
     name: str
     values: List[Any] = field(default_factory=list)          # TensorValue | ScalarValue
     operators: List[Tuple[str, str]] = field(default_factory=list)  # (name, overload)
-    instructions: List[Any] = field(default_factory=list)     # Instruction | BackendCall
+    instructions: List[Any] = field(default_factory=list)     # Instruction | BackendCall | Move | IntOp
     delegates: List[Delegate] = field(default_factory=list)
     inputs: List[int] = field(default_factory=list)
     outputs: List[int] = field(default_factory=list)
     input_names: List[str] = field(default_factory=list)
     output_names: List[str] = field(default_factory=list)
     arena_sizes: List[int] = field(default_factory=list)
+    state: List[int] = field(default_factory=list)            # STATE tensor values
+    state_names: List[str] = field(default_factory=list)
     naive_bytes: int = 0      # report only: the arena size without reuse
 
     def operator_keys(self) -> List[str]:
@@ -108,7 +138,7 @@ class MethodIR:
 
     def constant_segments(self) -> List[int]:
         return sorted({v.segment for v in self.values
-                       if isinstance(v, TensorValue) and v.storage == CONSTANT})
+                       if isinstance(v, TensorValue) and v.storage in (CONSTANT, STATE)})
 
 
 @dataclass

@@ -23,7 +23,8 @@ from .constants import ConstantPool
 from .memory_plan import Lifetime, plan_memory
 from .operators import (custom_operator_problem, is_custom_operator, normalize_dims, op_key,
                         spec_for, split_key)
-from .passes.manager import PassContext, bound_args
+from .passes.manager import PassContext, bound_args, is_symbolic
+from .symbolic import IntCompiler, SymbolicSizes, is_symbolic_int
 
 _DTYPES = {
     torch.float32: ir.FLOAT32, torch.float64: ir.FLOAT64, torch.int64: ir.INT64,
@@ -108,6 +109,12 @@ def _functionalized_target(node: fx.Node):
     return None
 
 
+def _is_size_arithmetic(node: fx.Node) -> bool:
+    """sym_size, operator.mul, ... on symbolic sizes: not run as such; the
+    lowering compiles the size expressions they produce (symbolic.py)."""
+    return is_symbolic(node.meta.get("val"))
+
+
 def find_unsupported(ctx: PassContext) -> List[Tuple[str, fx.Node]]:
     """(operator key, node) of every call kiln cannot run, in graph order.
 
@@ -118,7 +125,7 @@ def find_unsupported(ctx: PassContext) -> List[Tuple[str, fx.Node]]:
     out = []
     for node in ctx.graph.nodes:
         if node.op == "call_function":
-            if node.target is operator.getitem:
+            if node.target is operator.getitem or _is_size_arithmetic(node):
                 continue
             wrapped = _functionalized_target(node)
             if wrapped is not None:
@@ -217,6 +224,11 @@ def _double_key(x: float) -> bytes:
     return struct.pack("<d", float(x))
 
 
+# Functional updates that kernels may run in place when out aliases self.
+_IN_PLACE_UPDATES = frozenset({"aten::index_put.default", "aten::index_copy.default",
+                               "aten::slice_scatter.default"})
+
+
 class _MethodLowering:
     def __init__(self, ctx: PassContext, pool: ConstantPool, input_names: Sequence[str]):
         self.ctx = ctx
@@ -230,6 +242,11 @@ class _MethodLowering:
         self.op_index: Dict[Tuple[str, str], int] = {}
         self.producer: Dict[int, int] = {}        # planned value -> instruction
         self.last_use: Dict[int, int] = {}        # value -> last instruction reading it
+        self.state_of: Dict[fx.Node, int] = {}    # state placeholder -> STATE value
+        self.sizes = SymbolicSizes(ctx)
+        self.ints = IntCompiler(self.sizes, new_int=lambda hint: self._add(ir.ScalarValue("Int", hint)),
+                                const_int=lambda v: self.scalar("Int", v), emit=self._emit_int_op,
+                                input_value=lambda node: self.tensor_of[node])
 
     # values -------------------------------------------------------------------------
     def _add(self, value) -> int:
@@ -268,12 +285,45 @@ class _MethodLowering:
                 dtype=dtype, sizes=sizes, storage=ir.CONSTANT, segment=segment, name=name))
         return index
 
+    def bounded_sizes(self, val) -> Tuple[List[int], List[int]]:
+        """(sizes with dynamic dims at their upper bound, indices of the dynamic dims)."""
+        sizes, dynamic = [], []
+        for d, s in enumerate(val.shape):
+            if isinstance(s, torch.SymInt):
+                sizes.append(self.sizes.upper_bound(s))
+                dynamic.append(d)
+            else:
+                sizes.append(int(s))
+        return sizes, dynamic
+
     def planned(self, val, name: str) -> int:
         if not isinstance(val, torch.Tensor):
             raise ExportError(f"'{name}' is not a tensor ({type(val).__name__})")
-        return self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"value '{name}'"),
-                                        sizes=[int(s) for s in val.shape],
-                                        storage=ir.PLANNED, name=name))
+        sizes, dynamic = self.bounded_sizes(val)
+        return self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"value '{name}'"), sizes=sizes,
+                                        dynamic_dims=dynamic, storage=ir.PLANNED, name=name))
+
+    def state(self, node: fx.Node, name: str, tensor: torch.Tensor) -> int:
+        """A STATE value: its initial bytes go to the constant pool (zero-filled
+        caches deduplicate to one segment); plan() gives it its place in arena 1."""
+        tensor = tensor.detach()
+        if tensor.dtype in _WIDENED_CONSTANTS:
+            raise ExportError(f"buffer '{name}' is {tensor.dtype}; kiln keeps state in float32 or "
+                              "integer dtypes: convert the model to float32 before exporting")
+        dtype = kiln_dtype(tensor.dtype, f"buffer '{name}'")
+        data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+        index = self._add(ir.TensorValue(dtype=dtype, sizes=[int(s) for s in tensor.shape],
+                                         storage=ir.STATE, segment=self.pool.add(data), name=name))
+        self.state_of[node] = index
+        self.m.state.append(index)
+        self.m.state_names.append(name)
+        return index
+
+    def _emit_int_op(self, kind: str, inputs: List[int], output: int) -> None:
+        index = len(self.m.instructions)
+        for v in inputs:
+            self._mark_use(v, index)
+        self.m.instructions.append(ir.IntOp(kind, list(inputs), output))
 
     def tensor(self, node: fx.Node) -> int:
         index = self.tensor_of.get(node)
@@ -282,6 +332,8 @@ class _MethodLowering:
         if self.ctx.is_constant(node):
             index = self.tensor_of[node] = self.constant(self.ctx.constants[node], node.name)
             return index
+        if node in self.state_of:
+            return self.state_of[node]
         raise ExportError(f"internal: value '{node.name}' is used before it is defined")
 
     # arguments ------------------------------------------------------------------------
@@ -289,6 +341,19 @@ class _MethodLowering:
         kind = _arg_kind(arg.type)
         if value is None:
             return self.scalar("None")
+        if kind == "int_list" and isinstance(value, (list, tuple)) and any(map(is_symbolic_int, value)):
+            # Sizes known only at run time: a list of Int values, some computed by IntOps.
+            return self._add(ir.ScalarValue("IntValueList", tuple(self.ints.value(v) for v in value)))
+        if is_symbolic_int(value):
+            if kind not in ("int", "float"):
+                raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a symbolic "
+                                  f"size used as a {kind}, which kiln cannot run "
+                                  f"({describe_node(node, self.ctx.module_prefix)})")
+            return self.ints.value(value)
+        if isinstance(value, fx.Node) and is_symbolic(value.meta.get("val")):
+            raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a symbolic "
+                              f"{type(value.meta['val']).__name__}, which kiln cannot compute "
+                              f"({describe_node(node, self.ctx.module_prefix)})")
         if isinstance(value, int) and not isinstance(value, bool):
             # An int where the schema declares a dtype/layout/memory format is a
             # c10 code, e.g. the default of a custom op's `dtype: torch.dtype = torch.float32`.
@@ -371,15 +436,19 @@ class _MethodLowering:
         tensor_args = [v for a, v in zip(schema.arguments, args.values())
                        if isinstance(v, fx.Node)]
         in_shape = self.ctx.shape(tensor_args[0]) if tensor_args else []
-        out_shape = [int(s) for s in outs[0].shape]
+        out_shape = self.ctx.shape(node) if not isinstance(out, (tuple, list)) else list(outs[0].shape)
         if spec.normalize is not None:
             spec.normalize(args, in_shape, out_shape)
         normalize_dims(args, spec, len(in_shape), len(out_shape))
 
         inputs = [self.encode(a, args[a.name], spec, out_dtype, node) for a in schema.arguments]
         index = len(self.m.instructions)
+        in_place = self._updates_state_in_place(node, key, args)
         outputs = []
         for i, val in enumerate(outs):
+            if i == 0 and in_place is not None:
+                outputs.append(in_place)  # the kernel writes the state itself (out aliases self)
+                continue
             v = self.planned(val, node.name if i == 0 else f"{node.name}.{i}")
             self.producer[v] = index
             outputs.append(v)
@@ -394,6 +463,25 @@ class _MethodLowering:
             self.op_index[op] = len(self.m.operators)
             self.m.operators.append(op)
         self.m.instructions.append(ir.Instruction(self.op_index[op], inputs, outputs))
+
+    def _updates_state_in_place(self, node: fx.Node, key: str, args) -> Optional[int]:
+        """The STATE value `node` may write in place, or None.
+
+        A cache update (index_put, index_copy, slice_scatter of a mutated
+        buffer) whose result is the buffer's new value may write into the
+        buffer itself instead of a planned copy, which the method would then
+        move back: that saves copying the whole cache on every call. Safe when
+        nothing reads the old value after it.
+        """
+        if key not in _IN_PLACE_UPDATES:
+            return None
+        target = args.get("self")
+        if target not in self.state_of or self.new_value_of_state.get(target) is not node:
+            return None
+        here = self.order[node]
+        if any(self.order[u] > here for u in target.users if u is not node):
+            return None
+        return self.state_of[target]
 
     def _mark_use(self, v: int, index: int) -> None:
         value = self.m.values[v]
@@ -420,31 +508,69 @@ class _MethodLowering:
         names = self.input_names or [n.name for n in self.ctx.user_inputs]
         for node, name in zip(self.ctx.user_inputs, names):
             val = node.meta["val"]
+            sizes, dynamic = self.bounded_sizes(val)
             index = self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"input '{name}'"),
-                                             sizes=[int(s) for s in val.shape],
+                                             sizes=sizes, dynamic_dims=dynamic,
                                              storage=ir.BOUND, name=name))
             self.tensor_of[node] = index
             m.inputs.append(index)
             m.input_names.append(name)
+        prefix = self.ctx.module_prefix
+        for node, (name, tensor) in self.ctx.state.items():
+            self.state(node, name[len(prefix):] if prefix and name.startswith(prefix) else name, tensor)
+        self.order = {n: i for i, n in enumerate(self.ctx.graph.nodes)}
+        output_node = next(n for n in self.ctx.graph.nodes if n.op == "output")
+        results = output_node.args[0]
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        self.new_value_of_state = dict(zip(self.ctx.mutated, results))
         for node in self.ctx.graph.nodes:
             if node.op == "call_function":
                 if node.target is operator.getitem:
                     self.getitem(node)
-                else:
+                elif not _is_size_arithmetic(node):  # sizes are compiled where used
                     self.call(node)
             elif node.op == "output":
-                results = node.args[0]
-                results = list(results) if isinstance(results, (list, tuple)) else [results]
-                for i, r in enumerate(results):
-                    if not isinstance(r, fx.Node):
-                        raise ExportError(f"output {i} of method '{m.name}' is not a tensor "
-                                          f"({r!r}); kiln methods return tensors only")
-                    m.outputs.append(self.tensor(r))
-                    m.output_names.append(f"output_{i}")
+                self.outputs(node)
             elif node.op not in ("placeholder",):
                 raise ExportError(f"internal: unexpected FX node {node.op} '{node.name}'")
         self.plan()
         return m
+
+    def outputs(self, node: fx.Node) -> None:
+        """User outputs, then the moves that store new state values."""
+        m = self.m
+        results = node.args[0]
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        num_mutated = len(self.ctx.mutated)
+        overwritten = {self.state_of[st] for st, new in zip(self.ctx.mutated, results)
+                       if self.tensor(new) != self.state_of[st]}
+        for i, r in enumerate(results[num_mutated:]):
+            if not isinstance(r, fx.Node):
+                raise ExportError(f"output {i} of method '{m.name}' is not a tensor "
+                                  f"({r!r}); kiln methods return tensors only")
+            v = self.tensor(r)
+            if v in overwritten:
+                # The old value of a state tensor that is about to be replaced.
+                v = self._copy(v, f"{r.name}.before_update")
+            m.outputs.append(v)
+            m.output_names.append(f"output_{i}")
+        for st, new in zip(self.ctx.mutated, results):
+            src, dst = self.tensor(new), self.state_of[st]
+            if src != dst:
+                index = len(m.instructions)
+                self._mark_use(src, index)
+                m.instructions.append(ir.Move(src, dst))
+
+    def _copy(self, v: int, name: str) -> int:
+        src = self.m.values[v]
+        index = len(self.m.instructions)
+        copy = self._add(ir.TensorValue(dtype=src.dtype, sizes=list(src.sizes),
+                                        dynamic_dims=list(src.dynamic_dims), storage=ir.PLANNED,
+                                        name=name))
+        self.producer[copy] = index
+        self._mark_use(v, index)
+        self.m.instructions.append(ir.Move(v, copy))
+        return copy
 
     def plan(self) -> None:
         m = self.m
@@ -462,6 +588,13 @@ class _MethodLowering:
             m.values[v].arena_offset = offset
         m.arena_sizes = [result.arena_size]
         m.naive_bytes = result.naive_size
+        if m.state:
+            # Arena 1 holds the state: never reused, kept across calls.
+            offset = 0
+            for v in m.state:
+                m.values[v].arena, m.values[v].arena_offset = 1, offset
+                offset += -(-m.values[v].nbytes // 64) * 64
+            m.arena_sizes.append(offset)
 
 
 def lower_method(ctx: PassContext, pool: ConstantPool,

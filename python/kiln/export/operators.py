@@ -137,16 +137,23 @@ def _pool_stride(args, in_shape, out_shape):
 
 
 def _out_sizes(name):
+    # Dynamic dims stay symbolic (torch.SymInt): the lowering computes them at run time.
     def f(args, in_shape, out_shape):
-        args[name] = [int(s) for s in out_shape]
+        args[name] = [s if not isinstance(s, int) else int(s) for s in out_shape]
     return f
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def _slice(args, in_shape, out_shape):
-    size = int(in_shape[args["dim"]])
+    size = in_shape[args["dim"]]
     start, end = args.get("start"), args.get("end")
-    start = 0 if start is None else int(start)
-    end = size if end is None else int(end)
+    start = 0 if start is None else start
+    end = _INT64_MAX if end is None else end
+    if not all(isinstance(v, int) for v in (size, start, end)):
+        args["start"], args["end"] = start, end  # symbolic: the kernel clamps at run time
+        return
     if start < 0:
         start += size
     if end < 0:
@@ -156,9 +163,9 @@ def _slice(args, in_shape, out_shape):
 
 
 def _select(args, in_shape, out_shape):
-    index = int(args["index"])
-    if index < 0:
-        index += int(in_shape[args["dim"]])
+    index, size = args["index"], in_shape[args["dim"]]
+    if isinstance(index, int) and isinstance(size, int) and index < 0:
+        index += size  # with a dynamic size, the kernel wraps a negative index at run time
     args["index"] = index
 
 

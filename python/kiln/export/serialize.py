@@ -21,7 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-from .ir import CONSTANT, BackendCall, MethodIR, ProgramIR, ScalarValue, TensorValue
+from .ir import (CONSTANT, PLANNED, STATE, BackendCall, IntOp, MethodIR, Move, ProgramIR, ScalarValue,
+                 TensorValue)
 
 MAGIC = b"KILNPRG\0"
 FORMAT_VERSION = 1
@@ -85,9 +86,9 @@ def _value_t(value, S):
         t.sizes = [int(s) for s in value.sizes]
         t.dimOrder = list(range(len(value.sizes)))
         t.storage = value.storage
-        if value.storage == CONSTANT:
+        if value.storage in (CONSTANT, STATE):
             t.segment, t.segmentOffset = value.segment, value.segment_offset
-        elif value.storage == 1:  # PLANNED
+        if value.storage in (PLANNED, STATE):
             t.arena, t.arenaOffset = value.arena, value.arena_offset
         if value.dynamic_dims:
             t.dynamicDims = list(value.dynamic_dims)
@@ -100,7 +101,7 @@ def _value_t(value, S):
         "Int": (S.IntT, "value"), "Double": (S.DoubleT, "value"), "Bool": (S.BoolT, "value"),
         "IntList": (S.IntListT, "items"), "DoubleList": (S.DoubleListT, "items"),
         "BoolList": (S.BoolListT, "items"), "TensorList": (S.TensorListT, "items"),
-        "String": (S.StringT, "value"),
+        "String": (S.StringT, "value"), "IntValueList": (S.IntValueListT, "items"),
     }
     cls, attr = table[kind]
     obj = cls()
@@ -123,6 +124,15 @@ def _method_t(m: MethodIR, S):
             call = S.BackendCallT()
             call.delegate, call.inputs, call.outputs = ins.delegate, list(ins.inputs), list(ins.outputs)
             kind = S.InstructionKind.BackendCall
+        elif isinstance(ins, Move):
+            call = S.MoveT()
+            call.src, call.dst = ins.src, ins.dst
+            kind = S.InstructionKind.Move
+        elif isinstance(ins, IntOp):
+            call = S.IntOpT()
+            call.kind = getattr(S.IntOpKind, ins.kind)
+            call.inputs, call.output = list(ins.inputs), ins.output
+            kind = S.InstructionKind.IntOp
         else:
             call = S.KernelCallT()
             call.op, call.inputs, call.outputs = ins.op, list(ins.inputs), list(ins.outputs)
@@ -143,6 +153,8 @@ def _method_t(m: MethodIR, S):
     mt.arenaSizes = list(m.arena_sizes)
     mt.inputNames = list(m.input_names)
     mt.outputNames = list(m.output_names)
+    mt.state = list(m.state)
+    mt.stateNames = list(m.state_names)
     return mt
 
 

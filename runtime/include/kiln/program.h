@@ -31,6 +31,9 @@ struct MethodSpec {
   std::string name;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  // Mutable state (module buffers the method updates): persists across
+  // execute() calls of one loaded Method; each loaded Method has its own.
+  std::vector<TensorSpec> state;
   std::vector<uint64_t> arena_sizes;   // planned activation memory, bytes per arena
   size_t num_instructions = 0;
 };
@@ -81,11 +84,16 @@ class KILN_API Method {
   // match the input's dtype and sizes (dynamic dims within their bounds) and
   // stay alive until execute() returns.
   Status set_input(size_t index, const Tensor& input);
-  // Runs every instruction. Allocates nothing.
+  // Runs every instruction. Allocates nothing. State tensors keep their
+  // updates for the next call.
   Status execute();
   // Output `index` of the last execute(); its bytes live in the method's arena
   // and are overwritten by the next execute(). Precondition: index < num_outputs().
   const Tensor& output(size_t index) const;
+
+  // Restores every state tensor to its value in the program file (as right
+  // after load_method). Other loaded Methods are not affected.
+  void reset_state();
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 def default_passes():
     """The exporter's pass pipeline, in order (imports torch)."""
-    from . import (canonicalize_operators, check_static_shapes, eliminate_dead_code,
+    from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
                    fold_constants, insert_dtype_casts, lower_split_ops, remove_noop_ops,
                    simplify_view_chains)
     from .manager import load_pass
 
     return [load_pass(m) for m in (
-        check_static_shapes,
+        check_shape_bounds,
         canonicalize_operators,
         lower_split_ops,
         remove_noop_ops,

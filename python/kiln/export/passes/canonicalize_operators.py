@@ -130,7 +130,8 @@ def _squeeze(ctx, node):
     x = node.args[0]
     shape = ctx.shape(x)
     if node.target is aten.squeeze.default:
-        dims = [i for i, s in enumerate(shape) if s == 1]
+        # A dynamic dim is never squeezed: its size may be 1 at run time only sometimes.
+        dims = [i for i, s in enumerate(shape) if isinstance(s, int) and s == 1]
     else:
         dims = [node.args[1] if len(node.args) > 1 else node.kwargs["dim"]]
     ctx.replace(node, ctx.call(aten.squeeze.dims, (x, dims), like=node, val=node.meta["val"]))

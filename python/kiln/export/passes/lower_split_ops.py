@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import ExportError
 from .manager import PassContext, bound_args, getitem_users
 
 aten = torch.ops.aten
@@ -19,6 +20,9 @@ def _split_bounds(node, ctx):
     a = bound_args(node)
     dim = a["dim"]
     size = ctx.shape(a["self"])[dim]
+    if not isinstance(size, int):
+        raise ExportError(f"{node.target} splits dimension {dim}, which is dynamic; kiln splits "
+                          "static dimensions only (make that dimension static)")
     if node.target is aten.split_with_sizes.default:
         sizes = list(a["split_sizes"])
     else:

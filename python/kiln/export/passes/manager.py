@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -26,8 +26,16 @@ class PassContext:
     """The FX graph of one method plus what the passes need to know about it.
 
     Constant tensors (parameters, buffers, lifted constants, folded results)
-    are placeholder nodes listed in `constants`; user inputs are the other
-    placeholders, in `user_inputs` order.
+    are placeholder nodes listed in `constants`; buffers the method mutates
+    are placeholder nodes listed in `state` (name, initial value); user inputs
+    are the other placeholders, in `user_inputs` order.
+
+    The output node's arguments are the new values of the mutated buffers
+    (`mutated[i]` names the state placeholder of output i) followed by the
+    user outputs.
+
+    Shapes may be symbolic (dynamic shapes): a dimension is an int or a
+    torch.SymInt. Compare shapes with same_shape(), never with ==.
     """
 
     graph: fx.Graph
@@ -36,6 +44,8 @@ class PassContext:
     method: str = "forward"
     module_prefix: str = ""          # stripped from nn_module_stack paths
     stats: Dict[str, int] = field(default_factory=dict)
+    state: Dict[fx.Node, Tuple[str, torch.Tensor]] = field(default_factory=dict)
+    mutated: List[fx.Node] = field(default_factory=list)
     _constant_counter: int = 0
 
     # -- queries -----------------------------------------------------------
@@ -48,8 +58,16 @@ class PassContext:
         return node.meta.get("val")
 
     @staticmethod
-    def shape(node: fx.Node) -> List[int]:
-        return [int(s) for s in node.meta["val"].shape]
+    def shape(node: fx.Node) -> list:
+        """Sizes of `node`'s tensor: ints, and torch.SymInt for dynamic dims."""
+        return [s if isinstance(s, torch.SymInt) else int(s) for s in node.meta["val"].shape]
+
+    def user_outputs(self) -> list:
+        """The output node's arguments that are the method's outputs."""
+        out = next(n for n in self.graph.nodes if n.op == "output")
+        results = out.args[0]
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        return results[len(self.mutated):]
 
     @staticmethod
     def dtype(node: fx.Node) -> torch.dtype:
@@ -95,6 +113,20 @@ class PassContext:
             self.graph.erase_node(old)
 
 
+def is_symbolic(x) -> bool:
+    return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def same_shape(a: Sequence, b: Sequence) -> bool:
+    """True if the shapes are equal for every value of their symbols (a
+    symbolic comparison must not specialize a dynamic dimension)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return len(a) == len(b) and all(
+        x == y if not (is_symbolic(x) or is_symbolic(y)) else statically_known_true(x == y)
+        for x, y in zip(a, b))
+
+
 def copy_provenance(src: fx.Node, dst: fx.Node) -> None:
     for key in _PROVENANCE_KEYS:
         if key in src.meta and key not in dst.meta:
@@ -104,7 +136,7 @@ def copy_provenance(src: fx.Node, dst: fx.Node) -> None:
 def _to_meta(x):
     if isinstance(x, fx.Node):
         val = x.meta.get("val")
-        if isinstance(val, torch.Tensor):
+        if isinstance(val, torch.Tensor) and not any(is_symbolic(s) for s in val.shape):
             return torch.empty([int(s) for s in val.shape], dtype=val.dtype, device="meta")
         return val
     if isinstance(x, (list, tuple)):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from .manager import PassContext, bound_args
+from .manager import PassContext, bound_args, same_shape
 
 aten = torch.ops.aten
 
@@ -46,7 +46,7 @@ def _assert_targets():
 def _same_tensor_meta(a: fx.Node, b: fx.Node) -> bool:
     va, vb = a.meta.get("val"), b.meta.get("val")
     return (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
-            and va.dtype == vb.dtype and tuple(va.shape) == tuple(vb.shape))
+            and va.dtype == vb.dtype and same_shape(va.shape, vb.shape))
 
 
 def _is_noop(ctx: PassContext, node: fx.Node) -> bool:

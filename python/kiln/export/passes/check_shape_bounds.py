@@ -1,0 +1,33 @@
+"""Refuse dynamic dimensions without an upper bound, and data-dependent sizes.
+
+Why: kiln plans memory once per loaded method, for the largest size every
+tensor can have. A dimension declared dynamic at export (torch.export.Dim)
+must therefore have a finite maximum, and every size must be computable from
+the input sizes alone (a size that depends on tensor data, such as the
+length of nonzero(x), has no bound the planner could use). Failing here names
+the input or value, before any lowering.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...errors import ExportError
+from .manager import PassContext
+from ..symbolic import SymbolicSizes
+
+
+def run(ctx: PassContext) -> None:
+    sizes = SymbolicSizes(ctx)
+    for node in ctx.graph.nodes:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, s in enumerate(val.shape):
+            if not isinstance(s, torch.SymInt):
+                continue
+            what = f"input '{node.name}'" if node in ctx.user_inputs else f"value '{node.name}'"
+            where = f"{what} of method '{ctx.method}', dimension {d} (size {s})"
+            problem = sizes.problem(s)
+            if problem:
+                raise ExportError(f"{where}: {problem}")
