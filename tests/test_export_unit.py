@@ -247,12 +247,6 @@ def run_program(path, method_name, inputs):
 # Models
 # ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def torch():
-    import torch
-
-    return torch
-
 
 def _models(torch):
     nn, F = torch.nn, torch.nn.functional
