@@ -80,3 +80,26 @@ def test_inspect_does_not_need_the_programs_kernels(tmp_path):
     proc = kiln_cmd("inspect", str(tmp_path / "p.kiln"))
     assert proc.returncode == 0, proc.stderr
     assert "input  x: float32[4]" in proc.stdout
+
+
+def test_ops_lists_every_exportable_operator_with_a_kernel():
+    """The exporter's operator list and the runtime's kernels agree both ways."""
+    from kiln.export.operators import SUPPORTED_OPERATORS
+
+    result = kiln_cmd("ops")
+    assert result.returncode == 0, result.stderr
+    listed = {line.split()[0] for line in result.stdout.splitlines()[:-1]}
+    assert result.stdout.splitlines()[-1] == f"{len(listed)} operators"
+    assert set(SUPPORTED_OPERATORS) <= listed, set(SUPPORTED_OPERATORS) - listed
+    builtin = {k.op_name for k in kiln.registered_kernels()
+               if os.path.basename(k.library) == os.path.basename(kiln.runtime_library_path())}
+    assert builtin <= set(SUPPORTED_OPERATORS), builtin - set(SUPPORTED_OPERATORS)
+    assert "aten::linear.default" in listed and "f32,f32,f32" in result.stdout
+
+
+@pytest.mark.build_independent
+def test_operator_docs_are_up_to_date():
+    repo = Path(__file__).resolve().parent.parent
+    generated = kiln_cmd("ops", "--markdown").stdout
+    assert (repo / "docs" / "operators.md").read_text() == generated, \
+        "docs/operators.md is stale: regenerate it with `kiln ops --markdown > docs/operators.md`"
