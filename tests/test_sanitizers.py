@@ -75,11 +75,11 @@ def run_programs(binary: Path, paths: list) -> dict:
 
 
 def test_valid_programs_run_clean(sanitized, exported):
-    paths = [exported(name)[0] for name in ("mlp", "cnn", "encoder", "tied", "two_methods")]
+    paths = [exported(name)[0] for name in ("mlp", "cnn", "encoder", "tied", "two_methods", "dynamic_state")]
     assert run_programs(sanitized / "run_programs", paths) == {"ran": len(paths)}
 
 
-@pytest.mark.parametrize("name", ["cnn", "encoder"])
+@pytest.mark.parametrize("name", ["cnn", "encoder", "dynamic_state"])
 def test_corrupt_programs_under_sanitizers(sanitized, exported, tmp_path, name):
     base = exported(name)[0].read_bytes()
     paths = corrupt_corpus(base, seed=len(name), flips=1500, out=tmp_path)
