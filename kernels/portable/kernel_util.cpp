@@ -115,13 +115,18 @@ Status check_tensor(const char* op, const char* name, const Tensor& t) {
   return Status::ok();
 }
 
-Status check_no_alias(const char* op, Inputs in, Outputs out) {
+namespace {
+
+// check_no_alias; with `self_ok`, output 0 may be exactly argument 0.
+Status no_alias(const char* op, Inputs in, Outputs out, bool self_ok) {
   for (size_t o = 0; o < out.size(); ++o) {
     const Tensor* y = out[o];
     if (y == nullptr) continue;
     const ByteRange yr = bytes_of(*y);
     auto check = [&](const Tensor* t, size_t i) -> Status {
       if (t == nullptr) return Status::ok();
+      if (self_ok && o == 0 && i == 0 && t->data() == y->data() && t->data() != nullptr && t->dtype() == y->dtype())
+        return Status::ok();
       KILN_CHECK_OR_RETURN(t != y && !yr.overlaps(bytes_of(*t)), KernelFailure,
                            "%s: output %zu shares memory with argument %zu", op, o, i);
       return Status::ok();
@@ -139,7 +144,7 @@ Status check_no_alias(const char* op, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool extra_outputs_ok) {
+Status arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool extra_outputs_ok) {
   KILN_CHECK_OR_RETURN(in.size() == n_in, KernelFailure, "%s: expected %zu arguments, got %zu", op, n_in,
                        in.size());
   KILN_CHECK_OR_RETURN(extra_outputs_ok ? out.size() >= n_out : out.size() == n_out, KernelFailure,
@@ -147,7 +152,25 @@ Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n
                        out.size());
   for (size_t i = 0; i < n_out; ++i)
     KILN_CHECK_OR_RETURN(out[i] != nullptr, KernelFailure, "%s: output %zu is null", op, i);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_no_alias(const char* op, Inputs in, Outputs out) { return no_alias(op, in, out, false); }
+
+Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool extra_outputs_ok) {
+  KILN_RETURN_IF_ERROR(arity(op, in, out, n_in, n_out, extra_outputs_ok));
   return check_no_alias(op, in, out);
+}
+
+Status check_arity_inplace(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool* in_place) {
+  KILN_RETURN_IF_ERROR(arity(op, in, out, n_in, n_out, false));
+  KILN_RETURN_IF_ERROR(no_alias(op, in, out, true));
+  const Value* v = n_in > 0 ? in[0] : nullptr;
+  *in_place = v != nullptr && v->kind == ValueKind::Tensor && v->tensor != nullptr && v->tensor->data() != nullptr &&
+              v->tensor->data() == out[0]->data();
+  return Status::ok();
 }
 
 Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {

@@ -119,6 +119,11 @@ Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n
 // inputs and outputs have overlapping lifetimes), so only a corrupt program
 // does; a kernel resizing such an output would change its own input under it.
 Status check_no_alias(const char* op, Inputs in, Outputs out);
+// check_arity for kernels that may update `self` (argument 0) in place: output 0
+// may be exactly self (same data pointer and dtype; the runtime aliases them to
+// update state such as a KV cache without a copy). Any other sharing, and any
+// partial overlap with self, is still refused. *in_place tells which case it is.
+Status check_arity_inplace(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool* in_place);
 // Tensor arguments are checked with check_tensor.
 Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 // None -> *out = nullptr.
@@ -147,6 +152,13 @@ Status check_same_dtype(const char* op, const Tensor& a, const char* an, const T
 // describe_sizes for an int list from the file, which may be arbitrarily long:
 // at most kMaxDims + 1 values are printed, then the count.
 std::string describe_ints(Span<const int64_t> values);
+// Equal shapes.
+inline bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts 0 and -1 like PyTorch.
 Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out);
 // Resizes an output after check_shape (so no product of its sizes overflows),

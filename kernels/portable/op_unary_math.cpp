@@ -1,4 +1,4 @@
-// Elementwise math: neg, abs, exp, log, sqrt, rsqrt and pow(tensor, scalar).
+// Elementwise math: neg, abs, exp, log, sqrt, rsqrt, cos, sin, erf, reciprocal, sign and pow(tensor, scalar).
 #include <cmath>
 
 #include "kernel_util.h"
@@ -51,6 +51,28 @@ Status rsqrt_run(KernelContext&, Inputs in, Outputs out) {
   return math_op("aten::rsqrt.default", in, out, false, [](auto v) { return decltype(v)(1 / std::sqrt(v)); });
 }
 
+Status cos_run(KernelContext&, Inputs in, Outputs out) {
+  return math_op("aten::cos.default", in, out, false, [](auto v) { return decltype(v)(std::cos(v)); });
+}
+Status sin_run(KernelContext&, Inputs in, Outputs out) {
+  return math_op("aten::sin.default", in, out, false, [](auto v) { return decltype(v)(std::sin(v)); });
+}
+Status erf_run(KernelContext&, Inputs in, Outputs out) {
+  return math_op("aten::erf.default", in, out, false, [](auto v) { return decltype(v)(std::erf(v)); });
+}
+Status reciprocal_run(KernelContext&, Inputs in, Outputs out) {
+  return math_op("aten::reciprocal.default", in, out, false, [](auto v) { return decltype(v)(1) / v; });
+}
+Status sign_run(KernelContext&, Inputs in, Outputs out) {
+  // NaN stays NaN (both comparisons are false... and 0 - 0 would lose it), as in PyTorch.
+  return math_op("aten::sign.default", in, out, true, [](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>)
+      if (v != v) return v;
+    return static_cast<T>((T(0) < v) - (v < T(0)));
+  });
+}
+
 Status pow_tensor_scalar_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::pow.Tensor_Scalar";
   const Tensor* x;
@@ -85,6 +107,11 @@ KILN_REGISTER_KERNEL("aten::exp.default", "f32|f64", exp_run);
 KILN_REGISTER_KERNEL("aten::log.default", "f32|f64", log_run);
 KILN_REGISTER_KERNEL("aten::sqrt.default", "f32|f64", sqrt_run);
 KILN_REGISTER_KERNEL("aten::rsqrt.default", "f32|f64", rsqrt_run);
+KILN_REGISTER_KERNEL("aten::cos.default", "f32|f64", cos_run);
+KILN_REGISTER_KERNEL("aten::sin.default", "f32|f64", sin_run);
+KILN_REGISTER_KERNEL("aten::erf.default", "f32|f64", erf_run);
+KILN_REGISTER_KERNEL("aten::reciprocal.default", "f32|f64", reciprocal_run);
+KILN_REGISTER_KERNEL("aten::sign.default", "f32|f64|i64|i32", sign_run);
 KILN_REGISTER_KERNEL("aten::pow.Tensor_Scalar", "f32|f64", pow_tensor_scalar_run);
 
 }  // namespace portable

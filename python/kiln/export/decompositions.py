@@ -2,9 +2,11 @@
 
 torch.export.default_decompositions() lowers everything to core ATen; kiln
 keeps the operators it has fused kernels for (linear, conv2d, layer_norm,
-pooling, activations, softmax, ...; operators.KEEP_UNDECOMPOSED) and replaces
-the decomposition of scaled_dot_product_attention by a plain one made of
-operators kiln runs (matmul, mul, where, add, softmax).
+pooling, activations, softmax, scaled_dot_product_attention, ...;
+operators.KEEP_UNDECOMPOSED). scaled_dot_product_attention has its own kernel;
+`scaled_dot_product_attention` below is the plain decomposition made of
+operators kiln runs (matmul, mul, where, add, softmax), for reference and for
+callers that want the unfused form.
 """
 
 from __future__ import annotations
@@ -64,6 +66,5 @@ def decomposition_table():
             op = _lookup(key)
             if op is not None:
                 table.pop(op, None)
-        table[torch.ops.aten.scaled_dot_product_attention.default] = scaled_dot_product_attention
         _TABLE = table
     return dict(_TABLE)

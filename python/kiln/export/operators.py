@@ -90,6 +90,59 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::_to_copy.default",
     "aten::where.self",
     "aten::masked_fill.Scalar",
+    # indexing and scatter (index_put, index_copy and slice_scatter may update self in place)
+    "aten::index.Tensor",
+    "aten::index_put.default",
+    "aten::index_copy.default",
+    "aten::slice_scatter.default",
+    "aten::index_select.default",
+    "aten::gather.default",
+    # factories
+    "aten::arange.start_step",
+    "aten::arange.start",
+    "aten::arange.default",
+    "aten::full.default",
+    "aten::full_like.default",
+    "aten::scalar_tensor.default",
+    # comparisons, logical and bitwise
+    "aten::eq.Tensor", "aten::eq.Scalar",
+    "aten::ne.Tensor", "aten::ne.Scalar",
+    "aten::lt.Tensor", "aten::lt.Scalar",
+    "aten::le.Tensor", "aten::le.Scalar",
+    "aten::gt.Tensor", "aten::gt.Scalar",
+    "aten::ge.Tensor", "aten::ge.Scalar",
+    "aten::maximum.default",
+    "aten::minimum.default",
+    "aten::logical_not.default",
+    "aten::logical_and.default",
+    "aten::logical_or.default",
+    "aten::logical_xor.default",
+    "aten::bitwise_not.default",
+    "aten::bitwise_and.Tensor",
+    "aten::bitwise_or.Tensor",
+    "aten::bitwise_xor.Tensor",
+    # reductions along dims
+    "aten::argmax.default",
+    "aten::argmin.default",
+    "aten::max.dim",
+    "aten::min.dim",
+    "aten::amax.default",
+    "aten::amin.default",
+    "aten::topk.default",
+    "aten::cumsum.default",
+    "aten::linalg_vector_norm.default",
+    # elementwise math
+    "aten::cos.default",
+    "aten::sin.default",
+    "aten::erf.default",
+    "aten::reciprocal.default",
+    "aten::sign.default",
+    "aten::pow.Tensor_Tensor",
+    "aten::pow.Scalar",
+    "aten::div.Tensor_mode",
+    "aten::remainder.Tensor",
+    "aten::remainder.Scalar",
+    "aten::scaled_dot_product_attention.default",
 )
 
 # Operators that the decomposition table must leave alone (they are kernels).
@@ -112,6 +165,8 @@ KEEP_UNDECOMPOSED: Tuple[str, ...] = (
     "aten::log_softmax.int",       # canonicalized to _log_softmax.default
     "aten::_softmax.default",
     "aten::_log_softmax.default",
+    "aten::index_copy.default",    # one dim: cheaper than the index_put it decomposes to
+    "aten::scaled_dot_product_attention.default",  # one fused kernel (online softmax)
 )
 
 
@@ -170,6 +225,7 @@ def _select(args, in_shape, out_shape):
 
 
 _ELEMENTWISE_BINARY = ("self", "other")
+_DIM = (("dim", "self"),)
 
 OP_SPECS: Dict[str, OpSpec] = {key: OpSpec(key) for key in SUPPORTED_OPERATORS}
 OP_SPECS.update({
@@ -196,6 +252,35 @@ OP_SPECS.update({
         OpSpec("aten::select.int", dim_args=(("dim", "self"),), normalize=_select),
         OpSpec("aten::squeeze.dims", dim_args=(("dim", "self"),)),
         OpSpec("aten::unsqueeze.default", dim_args=(("dim", "out"),)),
+        OpSpec("aten::index_put.default", cast_args=("values",)),
+        OpSpec("aten::index_copy.default", dim_args=_DIM, cast_args=("source",)),
+        OpSpec("aten::slice_scatter.default", dim_args=_DIM, cast_args=("src",)),
+        OpSpec("aten::index_select.default", dim_args=_DIM),
+        OpSpec("aten::gather.default", dim_args=_DIM),
+        OpSpec("aten::maximum.default", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::minimum.default", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::bitwise_and.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::bitwise_or.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::bitwise_xor.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::argmax.default", dim_args=_DIM),
+        OpSpec("aten::argmin.default", dim_args=_DIM),
+        OpSpec("aten::max.dim", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::min.dim", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::amax.default", dim_args=_DIM),
+        OpSpec("aten::amin.default", dim_args=_DIM),
+        OpSpec("aten::topk.default", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::cumsum.default", dim_args=_DIM),
+        OpSpec("aten::linalg_vector_norm.default", dim_args=_DIM, cast_args=("self",)),
+        # Float-only kernels: an integer input is cast to the (float) output dtype, as ATen promotes.
+        OpSpec("aten::cos.default", cast_args=("self",)),
+        OpSpec("aten::sin.default", cast_args=("self",)),
+        OpSpec("aten::erf.default", cast_args=("self",)),
+        OpSpec("aten::reciprocal.default", cast_args=("self",)),
+        OpSpec("aten::pow.Tensor_Tensor", cast_args=("self", "exponent")),
+        OpSpec("aten::pow.Scalar", cast_args=("exponent",)),
+        OpSpec("aten::div.Tensor_mode", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::remainder.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::remainder.Scalar", cast_args=("self",)),
     )
 })
 assert set(OP_SPECS) == set(SUPPORTED_OPERATORS)
