@@ -244,6 +244,10 @@ class _MethodLowering:
         self.last_use: Dict[int, int] = {}        # value -> last instruction reading it
         self.state_of: Dict[fx.Node, int] = {}    # state placeholder -> STATE value
         self.sizes = SymbolicSizes(ctx)
+        for sym, bounds in ctx.input_symbol_bounds.items():
+            if self.sizes.shape_env.bound_sympy(sym) != bounds:
+                raise ExportError(f"internal: a graph pass specialized the dynamic size {sym} "
+                                  f"(bounds {bounds} became {self.sizes.shape_env.bound_sympy(sym)})")
         self.ints = IntCompiler(self.sizes, new_int=lambda hint: self._add(ir.ScalarValue("Int", hint)),
                                 const_int=lambda v: self.scalar("Int", v), emit=self._emit_int_op,
                                 input_value=lambda node: self.tensor_of[node])
@@ -345,7 +349,7 @@ class _MethodLowering:
             # Sizes known only at run time: a list of Int values, some computed by IntOps.
             return self._add(ir.ScalarValue("IntValueList", tuple(self.ints.value(v) for v in value)))
         if is_symbolic_int(value):
-            if kind not in ("int", "float"):
+            if kind not in ("int", "float", "other"):  # other: a Scalar (int or float)
                 raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a symbolic "
                                   f"size used as a {kind}, which kiln cannot run "
                                   f"({describe_node(node, self.ctx.module_prefix)})")
@@ -434,7 +438,7 @@ class _MethodLowering:
         args = bound_args(node)
         schema = node.target._schema
         tensor_args = [v for a, v in zip(schema.arguments, args.values())
-                       if isinstance(v, fx.Node)]
+                       if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
         in_shape = self.ctx.shape(tensor_args[0]) if tensor_args else []
         out_shape = self.ctx.shape(node) if not isinstance(out, (tuple, list)) else list(outs[0].shape)
         if spec.normalize is not None:

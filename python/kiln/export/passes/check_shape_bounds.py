@@ -19,6 +19,9 @@ from ..symbolic import SymbolicSizes
 
 def run(ctx: PassContext) -> None:
     sizes = SymbolicSizes(ctx)
+    # The lowering checks these again: a later pass that turned a dynamic size
+    # into an int (int(s) on a SymInt) would have narrowed them silently.
+    ctx.input_symbol_bounds = {sym: sizes.shape_env.bound_sympy(sym) for sym in sizes.inputs}
     for node in ctx.graph.nodes:
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):

@@ -9,7 +9,8 @@ results stored as constants.
 A supported operator is not folded when its result would be much larger
 than its inputs (an expand of a bias to a large activation shape, say): the
 file would grow by the result while the run-time saving is one cheap kernel.
-Random operators are never folded, and neither are custom operators (any
+Results with a dynamic size are never folded (their size is known at run
+time only). Random operators are never folded, and neither are custom operators (any
 non-PyTorch namespace, declared with torch.library): the user asked for their
 kernel to run, and their Python implementation is only a reference that may
 differ from it, be slow, or not exist (a fake/meta implementation only).
@@ -82,6 +83,8 @@ def _foldable(ctx: PassContext, node: fx.Node, key: str) -> bool:
     out = node.meta.get("val")
     if not isinstance(out, torch.Tensor):
         return False
+    if any(isinstance(s, torch.SymInt) for s in out.shape):
+        return False  # a dynamic size: computed at run time (int() would specialize it)
     if key in _SHAPE_ONLY:
         return True
     inputs = list(_node_args((node.args, node.kwargs)))

@@ -46,6 +46,7 @@ class PassContext:
     stats: Dict[str, int] = field(default_factory=dict)
     state: Dict[fx.Node, Tuple[str, torch.Tensor]] = field(default_factory=dict)
     mutated: List[fx.Node] = field(default_factory=list)
+    input_symbol_bounds: Dict[object, object] = field(default_factory=dict)  # see check_shape_bounds
     _constant_counter: int = 0
 
     # -- queries -----------------------------------------------------------
