@@ -165,7 +165,6 @@ KEEP_UNDECOMPOSED: Tuple[str, ...] = (
     "aten::log_softmax.int",       # canonicalized to _log_softmax.default
     "aten::_softmax.default",
     "aten::_log_softmax.default",
-    "aten::index_copy.default",    # one dim: cheaper than the index_put it decomposes to
     "aten::scaled_dot_product_attention.default",  # one fused kernel (online softmax)
 )
 
