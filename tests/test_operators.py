@@ -46,7 +46,7 @@ def distinct(*shape):
 
 
 X = randn(2, 5, 6)
-CACHE = torch.zeros(1, 2, 8, 4)
+CACHE = randn(1, 2, 8, 4)
 BIG = 20000  # elements: results above 64 KiB are not constant-folded, so factories reach their kernels
 
 # name -> (operator the program must contain, function, inputs)
