@@ -23,7 +23,11 @@ Argument conventions applied by the lowering (docs/format.md):
     arguments included and defaults filled in from the schema;
   * dimension arguments are made non-negative (see OpSpec.dim_args);
   * view/expand sizes are the concrete output sizes (no -1);
-  * slice start/end are clamped to [0, size], select index is non-negative;
+  * slice start/end are clamped to [0, size], select index is non-negative,
+    when they are plain ints; symbolic values (dynamic shapes) are passed as
+    they are and the kernels clamp/wrap like ATen (slice_scatter too);
+  * index_put, index_copy and slice_scatter may get output 0 aliasing self
+    (an in-place state update); their kernels then write only what changes;
   * pooling `stride=[]` is replaced by kernel_size;
   * Python scalars passed for Tensor arguments become 0-d constants with the
     output dtype (bool for condition/mask arguments);
