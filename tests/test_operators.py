@@ -236,3 +236,54 @@ def test_bool_mask_index_is_refused(out_dir):
         return  # refused at export (data-dependent output size): fine
     with pytest.raises(kiln.KilnError, match="boolean mask"):
         kiln.load(path).forward(x.numpy(), m.numpy())
+
+
+def test_sdpa_with_dropout_is_refused_at_export(out_dir):
+    from kiln.export import export
+
+    q = randn(1, 2, 3, 4)
+    with pytest.raises(kiln.ExportError, match="dropout_p=0.1"):
+        export(Fn(lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)).eval(), (q,),
+               out_dir / "sdpa_dropout.kiln")
+
+
+class TinyDecoderStep(torch.nn.Module):
+    """A decoder attention step with a static KV cache passed in and returned (the functional form of
+    a Llama layer's cache update): rope rows by position, index_copy into the caches, a causal bool
+    mask from arange <= position, grouped-query SDPA."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.q = torch.nn.Linear(16, 16)
+        self.kv = torch.nn.Linear(16, 16)
+        self.register_buffer("rope", torch.randn(8, 4))
+
+    def forward(self, x, k_cache, v_cache, pos):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, 4, 4).transpose(1, 2) * self.rope[pos]
+        k, v = self.kv(x).view(b, t, 2, 2, 4).permute(2, 0, 3, 1, 4)
+        k_cache = k_cache.index_copy(2, pos, k * self.rope[pos])
+        v_cache = v_cache.index_copy(2, pos, v)
+        mask = torch.arange(8)[None, :] <= pos[:, None]
+        y = torch.nn.functional.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, enable_gqa=True)
+        return y, k_cache, v_cache
+
+
+def test_tiny_decoder_step_with_kv_cache(out_dir):
+    from kiln.export import export
+
+    model = TinyDecoderStep().eval()
+    inputs = (randn(1, 3, 16), randn(1, 2, 8, 4), randn(1, 2, 8, 4), torch.tensor([2, 3, 4]))
+    path = out_dir / "decoder_step.kiln"
+    report = export(model, inputs, path)
+    ops = set(report.methods["forward"].operators)
+    assert {"aten::index_put.default", "aten::index.Tensor", "aten::le.Tensor",
+            "aten::scaled_dot_product_attention.default"} <= ops, ops
+    program = kiln.load(path)
+    for step_inputs in (inputs, (randn(1, 3, 16) * 2, randn(1, 2, 8, 4), randn(1, 2, 8, 4), torch.tensor([5, 6, 7]))):
+        got = program.forward(*[t.numpy() for t in step_inputs])
+        with torch.no_grad():
+            want = model(*step_inputs)
+        for g, w in zip(got, want):
+            assert max_rel_error(g, w.numpy()) <= TOLERANCE

@@ -231,6 +231,17 @@ def _select(args, in_shape, out_shape):
     args["index"] = index
 
 
+def _sdpa(args, in_shape, out_shape):
+    # The kernel has no dropout; refuse at export rather than fail every run.
+    dropout = args.get("dropout_p") or 0.0
+    if isinstance(dropout, (int, float)) and dropout != 0:
+        from ..errors import ExportError
+
+        raise ExportError(f"scaled_dot_product_attention with dropout_p={dropout} is not supported: "
+                          "kiln runs inference only (pass dropout_p=0.0, e.g. "
+                          "dropout_p=self.dropout if self.training else 0.0)")
+
+
 _ELEMENTWISE_BINARY = ("self", "other")
 _DIM = (("dim", "self"),)
 
@@ -288,6 +299,7 @@ OP_SPECS.update({
         OpSpec("aten::div.Tensor_mode", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Tensor", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Scalar", cast_args=("self",)),
+        OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa),
     )
 })
 assert set(OP_SPECS) == set(SUPPORTED_OPERATORS)
