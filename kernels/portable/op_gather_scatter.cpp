@@ -1,5 +1,6 @@
 // Indexing along one dim: index_select, gather (reads) and index_copy, slice_scatter (writes, in place
-// when the output is self). Every index is checked before any element moves.
+// when the output is self). Every index is checked before any element moves; like ATen, these ops take
+// indices in [0, size) only (no wrapping of negative ones, unlike index.Tensor).
 #include "kernel_util.h"
 #include "portable_ops.h"
 
@@ -18,20 +19,19 @@ int64_t read_index(const Tensor& t, int64_t i) {
                                         : static_cast<int64_t>(t.data_as<const int32_t>()[i]);
 }
 
-// Every index in [-size, size) (negative ones wrap), or a KernelFailure naming the first bad one.
+// Every index in [0, size), or a KernelFailure naming the first bad one.
 Status check_indices(const char* op, const Tensor& idx, int64_t size, int64_t dim) {
   for (int64_t i = 0; i < idx.numel(); ++i) {
     const int64_t v = read_index(idx, i);
-    KILN_CHECK_OR_RETURN(v >= -size && v < size, KernelFailure, "%s: index %lld is out of bounds for dim %lld with size %lld",
+    KILN_CHECK_OR_RETURN(v >= 0 && v < size, KernelFailure, "%s: index %lld is out of bounds for dim %lld with size %lld",
                          op, static_cast<long long>(v), static_cast<long long>(dim), static_cast<long long>(size));
   }
   return Status::ok();
 }
 
-// The wrapped index, or -1 when out of range (memory read twice is never trusted).
+// The index, or -1 when out of range (memory read twice is never trusted).
 int64_t wrapped_index(const Tensor& t, int64_t i, int64_t size) {
-  int64_t v = read_index(t, i);
-  if (v < 0) v += size;
+  const int64_t v = read_index(t, i);
   return v >= 0 && v < size ? v : -1;
 }
 

@@ -1340,6 +1340,620 @@ void test_hostile_values() {
   }
 }
 
+// ---- operators of real models (indexing, scatter, factories, comparisons, dim reductions, attention)
+
+Status call_outs(KernelRunFn fn, Args& a, std::vector<Tensor*> outs) {
+  KernelContext ctx;
+  return fn(ctx, Span<const Value* const>(a.ptrs.data(), a.ptrs.size()), Span<Tensor* const>(outs.data(), outs.size()));
+}
+
+Buf iota_f32(std::vector<int64_t> sizes) {
+  Buf b(sizes);
+  for (int64_t i = 0; i < b.t.numel(); ++i) b.f()[i] = static_cast<float>(i);
+  return b;
+}
+
+Buf i64s(std::vector<int64_t> sizes, std::vector<int64_t> v) {
+  Buf b(sizes, ScalarType::Int64);
+  for (size_t i = 0; i < v.size(); ++i) b.i64()[i] = v[i];
+  return b;
+}
+
+bool equals_f(Buf& b, std::vector<float> want) {
+  if (b.t.numel() != static_cast<int64_t>(want.size())) return false;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(b.f()[i] == want[i] || (std::isnan(b.f()[i]) && std::isnan(want[i])))) return false;
+  return true;
+}
+
+bool equals_i(Buf& b, std::vector<int64_t> want) {
+  if (b.t.numel() != static_cast<int64_t>(want.size())) return false;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (b.i64()[i] != want[i]) return false;
+  return true;
+}
+
+bool equals_b(Buf& b, std::vector<int> want) {
+  if (b.t.numel() != static_cast<int64_t>(want.size())) return false;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (b.t.data_as<uint8_t>()[i] != want[i]) return false;
+  return true;
+}
+
+void test_indexing() {
+  Buf x = iota_f32({2, 3, 4});
+  {  // x[:, [2, -1]]
+    Buf i = i64s({2}, {2, -1}), y = out_buf();
+    Args a;
+    a.tensor(x.t).tensors({nullptr, &i.t});
+    Status s = call(index_tensor_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {2, 2, 4}), "index [:, i]: %s", s.message().c_str());
+    CHECK(equals_f(y, {8, 9, 10, 11, 8, 9, 10, 11, 20, 21, 22, 23, 20, 21, 22, 23}), "index [:, i] values");
+  }
+  {  // x[:, [[0], [2]], [1, 3, -4]] (i32 and i64 broadcast to [2, 3])
+    Buf i({2, 1}, ScalarType::Int32), j = i64s({3}, {1, 3, -4}), y = out_buf();
+    i.t.data_as<int32_t>()[0] = 0, i.t.data_as<int32_t>()[1] = 2;
+    Args a;
+    a.tensor(x.t).tensors({nullptr, &i.t, &j.t});
+    Status s = call(index_tensor_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {2, 2, 3}), "index broadcast: %s %s", s.message().c_str(), shape_str(y.shape()).c_str());
+    CHECK(equals_f(y, {1, 3, 0, 9, 11, 8, 13, 15, 12, 21, 23, 20}), "index broadcast values");
+  }
+  {  // x[[1]] with a trailing None: rows of dim 0
+    Buf i = i64s({1}, {1}), y = out_buf();
+    Args a;
+    a.tensor(x.t).tensors({&i.t, nullptr});
+    CHECK(call(index_tensor_run, a, y).is_ok() && same_shape(y, {1, 3, 4}) && y.f()[0] == 12, "index [i, :]");
+  }
+  // Errors: out of range (both signs), bool mask, separated index tensors, too many, float index, too small an output.
+  for (int64_t bad : std::vector<int64_t>{3, -4, INT64_MAX, INT64_MIN}) {
+    Buf i = i64s({2}, {0, bad}), y = out_buf();
+    Args a;
+    a.tensor(x.t).tensors({nullptr, &i.t});
+    Status s = call(index_tensor_run, a, y);
+    CHECK(fails(s) && s.message().find("out of bounds") != std::string::npos, "index %lld must fail: %s",
+          static_cast<long long>(bad), s.message().c_str());
+  }
+  {
+    Buf m({2}, ScalarType::Bool), i = i64s({1}, {0}), f({1}), y = out_buf();
+    Args a;
+    a.tensor(x.t).tensors({&m.t});
+    CHECK(call(index_tensor_run, a, y).code() == Error::NotSupported, "bool mask index is NotSupported");
+    Args b;
+    b.tensor(x.t).tensors({&i.t, nullptr, &i.t});
+    CHECK(call(index_tensor_run, b, y).code() == Error::NotSupported, "separated index tensors are NotSupported");
+    Args c;
+    c.tensor(x.t).tensors({&i.t, &i.t, &i.t, &i.t});
+    CHECK(fails(call(index_tensor_run, c, y)), "4 indices into a 3-D tensor must fail");
+    Args d;
+    d.tensor(x.t).tensors({&f.t});
+    CHECK(fails(call(index_tensor_run, d, y)), "f32 index must fail");
+    Buf small = out_buf(ScalarType::Float32, 3);
+    Args e;
+    e.tensor(x.t).tensors({&i.t});
+    CHECK(fails(call(index_tensor_run, e, small)), "index beyond the output capacity must fail");
+    Args g;
+    g.tensor(x.t).i(0);
+    CHECK(fails(call(index_tensor_run, g, y)), "index with an Int for indices must fail");
+  }
+}
+
+void test_scatter_ops() {
+  // index_put into a [1, 2, 8, 4] cache at positions [2, 3, 4] of dim 2 (a KV cache update).
+  auto fresh_cache = [] {
+    Buf c({1, 2, 8, 4});
+    for (int64_t i = 0; i < c.t.numel(); ++i) c.f()[i] = -1;
+    return c;
+  };
+  Buf v = iota_f32({1, 2, 3, 4}), pos = i64s({3}, {2, 3, -4});
+  auto check_cache = [&](Buf& c, const char* what) {
+    bool ok = same_shape(c, {1, 2, 8, 4});
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < 8; ++t)
+        for (int64_t d = 0; d < 4; ++d) {
+          const float got = c.f()[(h * 8 + t) * 4 + d];
+          const float want = t >= 2 && t <= 4 ? v.f()[(h * 3 + (t - 2)) * 4 + d] : -1.0f;
+          ok = ok && got == want;
+        }
+    CHECK(ok, "%s: cache contents", what);
+  };
+  {
+    Buf c = fresh_cache(), y = out_buf();
+    Args a;
+    a.tensor(c.t).tensors({nullptr, nullptr, &pos.t}).tensor(v.t).b(false);
+    Status s = call(index_put_run, a, y);
+    CHECK(s.is_ok(), "index_put: %s", s.message().c_str());
+    check_cache(y, "index_put copy");
+  }
+  {  // in place: the output is self (same Tensor, and a second Tensor over the same bytes)
+    Buf c = fresh_cache();
+    Args a;
+    a.tensor(c.t).tensors({nullptr, nullptr, &pos.t}).tensor(v.t).b(false);
+    Status s = call_outs(index_put_run, a, {&c.t});
+    CHECK(s.is_ok(), "index_put in place: %s", s.message().c_str());
+    check_cache(c, "index_put in place");
+    Buf c2 = fresh_cache();
+    Tensor alias;
+    alias.reset(c2.t.data(), c2.t.sizes(), ScalarType::Float32, c2.t.capacity());
+    Args b;
+    b.tensor(c2.t).tensors({nullptr, nullptr, &pos.t}).tensor(v.t).b(false);
+    CHECK(call_outs(index_put_run, b, {&alias}).is_ok(), "index_put into an aliasing tensor");
+    check_cache(c2, "index_put aliasing tensor");
+    // A partial overlap with self, or an output over the values, is refused.
+    Tensor shifted;
+    shifted.reset(c2.f() + 1, c2.t.sizes(), ScalarType::Float32, c2.t.capacity() - 4);
+    CHECK(fails(call_outs(index_put_run, b, {&shifted})), "index_put output overlapping self partially must fail");
+    CHECK(fails(call_outs(index_put_run, b, {&v.t})), "index_put output over the values must fail");
+  }
+  {  // accumulate with a duplicate index, broadcast scalar values
+    Buf x({4}), one({}), i = i64s({3}, {1, 1, -1}), y = out_buf();
+    one.f()[0] = 2.5f;
+    Args a;
+    a.tensor(x.t).tensors({&i.t}).tensor(one.t).b(true);
+    CHECK(call(index_put_run, a, y).is_ok() && equals_f(y, {0, 5, 0, 2.5f}), "index_put accumulate");
+    Buf bad = i64s({1}, {4}), v3({3});
+    Args b;
+    b.tensor(x.t).tensors({&bad.t}).tensor(one.t).b(false);
+    CHECK(fails(call(index_put_run, b, y)), "index_put index 4 into [4] must fail");
+    Args c;
+    c.tensor(x.t).tensors({&i.t}).tensor(v3.t).b(false);
+    CHECK(call(index_put_run, c, y).is_ok(), "index_put [3] values for 3 indices");
+    Buf v2({2});
+    Args d;
+    d.tensor(x.t).tensors({&i.t}).tensor(v2.t).b(false);
+    CHECK(fails(call(index_put_run, d, y)), "index_put values [2] for 3 indices must fail");
+    Buf vi({3}, ScalarType::Int64);
+    Args e;
+    e.tensor(x.t).tensors({&i.t}).tensor(vi.t).b(false);
+    CHECK(fails(call(index_put_run, e, y)), "index_put i64 values into f32 must fail");
+  }
+  // index_copy: the same cache update along dim 2, copied and in place.
+  {
+    Buf c = fresh_cache(), y = out_buf(), pos = i64s({3}, {2, 3, 4});
+    Args a;
+    a.tensor(c.t).i(2).tensor(pos.t).tensor(v.t);
+    CHECK(call(index_copy_run, a, y).is_ok(), "index_copy");
+    check_cache(y, "index_copy");
+    CHECK(call_outs(index_copy_run, a, {&c.t}).is_ok(), "index_copy in place");
+    check_cache(c, "index_copy in place");
+    for (int64_t bad_index : {8, -1}) {
+      Buf bad = i64s({3}, {2, 3, bad_index});
+      Args b;
+      b.tensor(c.t).i(2).tensor(bad.t).tensor(v.t);
+      CHECK(fails(call(index_copy_run, b, y)), "index_copy index %d into 8 must fail", int(bad_index));
+    }
+    Args d;
+    d.tensor(c.t).i(1).tensor(pos.t).tensor(v.t);
+    CHECK(fails(call(index_copy_run, d, y)), "index_copy source of the wrong shape must fail");
+  }
+  // slice_scatter with ATen clamping: start -3 (wraps), end INT64_MAX, step 2.
+  {
+    Buf x({2, 5}), src = iota_f32({2, 2}), y = out_buf();
+    Args a;
+    a.tensor(x.t).tensor(src.t).i(1).i(-3).i(INT64_MAX).i(2);
+    Status s = call(slice_scatter_run, a, y);
+    CHECK(s.is_ok() && equals_f(y, {0, 0, 0, 0, 1, 0, 0, 2, 0, 3}), "slice_scatter: %s", s.message().c_str());
+    CHECK(call_outs(slice_scatter_run, a, {&x.t}).is_ok() && equals_f(x, {0, 0, 0, 0, 1, 0, 0, 2, 0, 3}),
+          "slice_scatter in place");
+    Buf src3 = iota_f32({2, 3});
+    Args b;
+    b.tensor(x.t).tensor(src3.t).i(1).i(-3).i(INT64_MAX).i(2);
+    CHECK(fails(call(slice_scatter_run, b, y)), "slice_scatter src of the wrong shape must fail");
+    Args c;
+    c.tensor(x.t).tensor(src.t).i(1).i(0).i(2).i(0);
+    CHECK(fails(call(slice_scatter_run, c, y)), "slice_scatter step 0 must fail");
+    Buf empty({2, 0});
+    Args d;
+    d.tensor(x.t).tensor(empty.t).i(1).i(INT64_MIN).i(INT64_MIN).i(1);
+    CHECK(call(slice_scatter_run, d, y).is_ok(), "slice_scatter of an empty slice at INT64_MIN");
+  }
+  // Un-normalized slice and select arguments (dynamic shapes): clamp / wrap once like ATen.
+  {
+    Buf x = iota_f32({2, 5}), y = out_buf();
+    Args a;
+    a.tensor(x.t).i(1).i(-2).i(INT64_MAX).i(1);
+    CHECK(call(slice_tensor_run, a, y).is_ok() && equals_f(y, {3, 4, 8, 9}), "slice [-2:INT64_MAX]");
+    Args b;
+    b.tensor(x.t).i(1).i(-100).i(-4).i(1);
+    CHECK(call(slice_tensor_run, b, y).is_ok() && equals_f(y, {0, 5}), "slice [-100:-4]");
+    Args c;
+    c.tensor(x.t).i(1).i(7).i(3).i(1);
+    CHECK(call(slice_tensor_run, c, y).is_ok() && same_shape(y, {2, 0}), "slice [7:3] is empty");
+    Args d;
+    d.tensor(x.t).i(1).i(-1);
+    CHECK(call(select_int_run, d, y).is_ok() && equals_f(y, {4, 9}), "select -1");
+    Args e;
+    e.tensor(x.t).i(1).i(-6);
+    CHECK(fails(call(select_int_run, e, y)), "select -6 of 5 must fail");
+  }
+  // index_select and gather.
+  {
+    Buf x = iota_f32({2, 3}), i = i64s({3}, {2, 0, 2}), y = out_buf();
+    Args a;
+    a.tensor(x.t).i(1).tensor(i.t);
+    CHECK(call(index_select_run, a, y).is_ok() && equals_f(y, {2, 0, 2, 5, 3, 5}), "index_select");
+    for (int64_t bad_index : {3, -1}) {
+      Buf bad = i64s({1}, {bad_index});
+      Args b;
+      b.tensor(x.t).i(1).tensor(bad.t);
+      CHECK(fails(call(index_select_run, b, y)), "index_select %d of 3 must fail (ATen does not wrap)", int(bad_index));
+    }
+    Buf gi = i64s({2, 2}, {2, 0, 2, 1});
+    Args g;
+    g.tensor(x.t).i(1).tensor(gi.t).b(false);
+    CHECK(call(gather_run, g, y).is_ok() && equals_f(y, {2, 0, 5, 4}), "gather");
+    Buf gbad = i64s({2, 2}, {0, 0, 0, -1});
+    Args h;
+    h.tensor(x.t).i(1).tensor(gbad.t).b(false);
+    CHECK(fails(call(gather_run, h, y)), "gather -1 must fail (ATen does not wrap)");
+    Buf gbig = i64s({3, 1}, {0, 0, 0});
+    Args k;
+    k.tensor(x.t).i(1).tensor(gbig.t).b(false);
+    CHECK(fails(call(gather_run, k, y)), "gather index larger than self must fail");
+  }
+}
+
+void test_factories() {
+  {
+    Buf y = out_buf(ScalarType::Int64);
+    Args a;
+    a.i(0).i(10).i(3).none().none().none().none();
+    CHECK(call(arange_start_step_run, a, y).is_ok() && equals_i(y, {0, 3, 6, 9}), "arange(0, 10, 3)");
+    Args b;
+    b.i(5).i(-1).i(-2).i(static_cast<int64_t>(ScalarType::Int64)).none().none().none();
+    CHECK(call(arange_start_step_run, b, y).is_ok() && equals_i(y, {5, 3, 1}), "arange(5, -1, -2)");
+    Buf f = out_buf();
+    Args c;
+    c.d(0.0).d(1.0).d(0.25).none().none().none().none();
+    CHECK(call(arange_start_step_run, c, f).is_ok() && equals_f(f, {0, 0.25f, 0.5f, 0.75f}), "arange(0., 1., .25)");
+    Args d;
+    d.i(0).i(4).none().none().none().none();
+    CHECK(call(arange_start_run, d, f).is_ok() && equals_f(f, {0, 1, 2, 3}), "arange.start f32");
+    // Errors: step 0, wrong direction, NaN, huge sizes, a dtype that is not the output's.
+    for (auto args : std::vector<std::vector<double>>{{0, 10, 0}, {0, 10, -1}, {0, NAN, 1}, {0, 1e300, 1e-300}}) {
+      Args e;
+      e.d(args[0]).d(args[1]).d(args[2]).none().none().none().none();
+      CHECK(fails(call(arange_start_step_run, e, f)), "arange(%g, %g, %g) must fail", args[0], args[1], args[2]);
+    }
+    Args g;
+    g.i(INT64_MIN).i(INT64_MAX).i(1).none().none().none().none();
+    CHECK(fails(call(arange_start_step_run, g, y)), "arange(INT64_MIN, INT64_MAX) must fail");
+    Args h;
+    h.i(0).i(INT64_MAX).i(1).none().none().none().none();
+    CHECK(fails(call(arange_start_step_run, h, y)), "arange(0, INT64_MAX) beyond the capacity must fail");
+    Args k;
+    k.i(0).i(3).i(1).i(static_cast<int64_t>(ScalarType::Float32)).none().none().none();
+    CHECK(fails(call(arange_start_step_run, k, y)), "arange dtype f32 into an i64 output must fail");
+  }
+  {
+    Buf y = out_buf();
+    Args a;
+    a.ints({2, 3}).d(1.5).none().none().none().none();
+    CHECK(call(full_run, a, y).is_ok() && equals_f(y, {1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f}), "full");
+    for (auto sizes : std::vector<std::vector<int64_t>>{{kBig, kBig}, {-1}, {1 << 30, 1 << 30}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+      Args b;
+      b.ints(sizes).d(1.0).none().none().none().none();
+      CHECK(fails(call(full_run, b, y)), "full %s must fail", shape_str(sizes).c_str());
+    }
+    Buf yi = out_buf(ScalarType::Int64);
+    Args c;
+    c.ints({2}).i(INT64_MIN + 1).none().none().none().none();
+    CHECK(call(full_run, c, yi).is_ok() && equals_i(yi, {INT64_MIN + 1, INT64_MIN + 1}), "full i64 exact");
+    Buf x({3, 1}, ScalarType::Int64), yb = out_buf(ScalarType::Bool);
+    Args d;
+    d.tensor(x.t).i(2).none().none().none().none().none();
+    CHECK(call(full_like_run, d, yb).is_ok() && same_shape(yb, {3, 1}) && equals_b(yb, {1, 1, 1}), "full_like bool");
+    Args e;
+    e.d(-2.0).none().none().none().none();
+    CHECK(call(scalar_tensor_run, e, y).is_ok() && same_shape(y, {}) && y.f()[0] == -2.0f, "scalar_tensor");
+  }
+}
+
+void test_compare_ops() {
+  Buf a = i64s({2, 3}, {1, 2, 3, 4, 5, 6}), b = i64s({3}, {2, 2, 7}), y = out_buf(ScalarType::Bool);
+  struct {
+    KernelRunFn fn;
+    std::vector<int> want;
+    const char* name;
+  } cases[] = {{eq_tensor_run, {0, 1, 0, 0, 0, 0}, "eq"}, {ne_tensor_run, {1, 0, 1, 1, 1, 1}, "ne"},
+               {lt_tensor_run, {1, 0, 1, 0, 0, 1}, "lt"}, {le_tensor_run, {1, 1, 1, 0, 0, 1}, "le"},
+               {gt_tensor_run, {0, 0, 0, 1, 1, 0}, "gt"}, {ge_tensor_run, {0, 1, 0, 1, 1, 0}, "ge"}};
+  for (auto& c : cases) {
+    Args args;
+    args.tensor(a.t).tensor(b.t);
+    CHECK(call(c.fn, args, y).is_ok() && same_shape(y, {2, 3}) && equals_b(y, c.want), "%s.Tensor", c.name);
+  }
+  {  // mixed i32 vs f32 compares in f32; f32 vs a Double scalar rounds the scalar to f32
+    Buf i({3}, ScalarType::Int32), f({3});
+    i.t.data_as<int32_t>()[0] = 1, i.t.data_as<int32_t>()[1] = 2, i.t.data_as<int32_t>()[2] = 3;
+    f.f()[0] = 1.5f, f.f()[1] = 2.0f, f.f()[2] = NAN;
+    Args m;
+    m.tensor(i.t).tensor(f.t);
+    CHECK(call(le_tensor_run, m, y).is_ok() && equals_b(y, {1, 1, 0}), "le i32 vs f32");
+    f.f()[0] = 0.1f;
+    Args s;
+    s.tensor(f.t).d(0.1);
+    CHECK(call(eq_scalar_run, s, y).is_ok() && equals_b(y, {1, 0, 0}), "eq.Scalar f32 vs 0.1");
+    Args t;
+    t.tensor(i.t).d(1.5);
+    CHECK(call(gt_scalar_run, t, y).is_ok() && equals_b(y, {0, 1, 1}), "gt.Scalar i32 vs 1.5");
+    Args u;
+    u.tensor(a.t).i(INT64_MAX);
+    CHECK(call(lt_scalar_run, u, y).is_ok() && equals_b(y, {1, 1, 1, 1, 1, 1}), "lt.Scalar i64 vs INT64_MAX");
+    Buf yf = out_buf();
+    Args w;
+    w.tensor(a.t).tensor(b.t);
+    CHECK(fails(call(eq_tensor_run, w, yf)), "eq into an f32 output must fail");
+    Buf c = i64s({2}, {1, 2});
+    Args x;
+    x.tensor(a.t).tensor(c.t);
+    CHECK(fails(call(eq_tensor_run, x, y)), "eq [2,3] with [2] must fail");
+  }
+  {
+    Buf p({3}), q({3}), y2 = out_buf();
+    p.f()[0] = 1, p.f()[1] = NAN, p.f()[2] = -1;
+    q.f()[0] = 2, q.f()[1] = 0, q.f()[2] = NAN;
+    Args m;
+    m.tensor(p.t).tensor(q.t);
+    CHECK(call(maximum_run, m, y2).is_ok() && equals_f(y2, {2, NAN, NAN}), "maximum propagates NaN");
+    CHECK(call(minimum_run, m, y2).is_ok() && equals_f(y2, {1, NAN, NAN}), "minimum propagates NaN");
+    Args n;
+    n.tensor(p.t).tensor(a.t);
+    CHECK(fails(call(maximum_run, n, y2)), "maximum of f32 and i64 must fail (the exporter casts)");
+    Args l;
+    l.tensor(p.t);
+    CHECK(call(logical_not_run, l, y).is_ok() && equals_b(y, {0, 0, 0}), "logical_not f32 (NaN is true)");
+    Buf m1({3}, ScalarType::Bool), m2({3}, ScalarType::Bool);
+    m1.t.data_as<uint8_t>()[0] = 1, m1.t.data_as<uint8_t>()[1] = 7;  // a corrupt bool byte reads as true
+    m2.t.data_as<uint8_t>()[1] = 1;
+    Args ba;
+    ba.tensor(m1.t).tensor(m2.t);
+    CHECK(call(bitwise_and_run, ba, y).is_ok() && equals_b(y, {0, 1, 0}), "bitwise_and bool");
+    CHECK(call(logical_or_run, ba, y).is_ok() && equals_b(y, {1, 1, 0}), "logical_or");
+    CHECK(call(logical_xor_run, ba, y).is_ok() && equals_b(y, {1, 0, 0}), "logical_xor");
+    Args bn;
+    bn.tensor(m1.t);
+    CHECK(call(bitwise_not_run, bn, y).is_ok() && equals_b(y, {0, 0, 1}), "bitwise_not bool");
+    Buf yi = out_buf(ScalarType::Int64);
+    Args bi;
+    bi.tensor(a.t);
+    CHECK(call(bitwise_not_run, bi, yi).is_ok() && equals_i(yi, {-2, -3, -4, -5, -6, -7}), "bitwise_not i64");
+    Args bf;
+    bf.tensor(p.t);
+    CHECK(fails(call(bitwise_not_run, bf, y2)), "bitwise_not f32 must fail");
+  }
+}
+
+void test_dim_reductions() {
+  Buf x({2, 4});
+  const float xv[] = {1, 3, 3, 0, 1, NAN, 2, NAN};
+  std::memcpy(x.f(), xv, sizeof xv);
+  Buf yi = out_buf(ScalarType::Int64), y = out_buf();
+  {
+    Args a;
+    a.tensor(x.t).i(1).b(false);
+    CHECK(call(argmax_run, a, yi).is_ok() && equals_i(yi, {1, 1}), "argmax: first max, first NaN");
+    CHECK(call(argmin_run, a, yi).is_ok() && equals_i(yi, {3, 1}), "argmin");
+    Args b;
+    b.tensor(x.t).none().b(true);
+    CHECK(call(argmax_run, b, yi).is_ok() && same_shape(yi, {1, 1}) && equals_i(yi, {5}), "argmax flat keepdim");
+    Buf e({0, 3});
+    Args c;
+    c.tensor(e.t).none().b(false);
+    CHECK(fails(call(argmax_run, c, yi)), "argmax of an empty tensor must fail");
+    Args d;
+    d.tensor(x.t).i(2).b(false);
+    CHECK(fails(call(argmax_run, d, yi)), "argmax dim 2 of a 2-D tensor must fail");
+  }
+  {
+    Buf vals = out_buf(), idx = out_buf(ScalarType::Int64);
+    Args a;
+    a.tensor(x.t).i(1).b(true);
+    CHECK(call_outs(max_dim_run, a, {&vals.t, &idx.t}).is_ok() && same_shape(idx, {2, 1}) && equals_i(idx, {1, 1}) &&
+              equals_f(vals, {3, NAN}),
+          "max.dim");
+    CHECK(fails(call_outs(max_dim_run, a, {&vals.t})), "max.dim with one output must fail");
+    Args b;
+    b.tensor(x.t).ints({0, 1}).b(false);
+    CHECK(call(amax_run, b, y).is_ok() && same_shape(y, {}) && std::isnan(y.f()[0]), "amax over all dims is NaN");
+    Buf z = iota_f32({2, 3, 2});
+    Args c;
+    c.tensor(z.t).ints({0, 2}).b(false);
+    CHECK(call(amin_run, c, y).is_ok() && equals_f(y, {0, 2, 4}), "amin over dims 0 and 2");
+    Args d;
+    d.tensor(z.t).ints({0, 0}).b(false);
+    CHECK(fails(call(amin_run, d, y)), "amin with a repeated dim must fail");
+  }
+  {
+    Buf z({2, 5});
+    const float zv[] = {0.5f, -1, 4, 2, 3, 9, 8, 7, 6, 5};
+    std::memcpy(z.f(), zv, sizeof zv);
+    Buf vals = out_buf(), idx = out_buf(ScalarType::Int64);
+    Args a;
+    a.tensor(z.t).i(3).i(-1).b(true).b(true);
+    Status s = call_outs(topk_run, a, {&vals.t, &idx.t});
+    CHECK(s.is_ok() && equals_f(vals, {4, 3, 2, 9, 8, 7}) && equals_i(idx, {2, 4, 3, 0, 1, 2}), "topk largest: %s",
+          s.message().c_str());
+    Args b;
+    b.tensor(z.t).i(1).i(0).b(false).b(true);
+    CHECK(call_outs(topk_run, b, {&vals.t, &idx.t}).is_ok() && same_shape(vals, {1, 5}) &&
+              equals_f(vals, {0.5f, -1, 4, 2, 3}) && equals_i(idx, {0, 0, 0, 0, 0}),
+          "topk smallest along dim 0");
+    for (int64_t k : std::vector<int64_t>{6, -1, INT64_MAX}) {
+      Args c;
+      c.tensor(z.t).i(k).i(-1).b(true).b(true);
+      CHECK(fails(call_outs(topk_run, c, {&vals.t, &idx.t})), "topk k=%lld must fail", static_cast<long long>(k));
+    }
+    Args d;
+    d.tensor(z.t).i(0).i(-1).b(true).b(true);
+    CHECK(call_outs(topk_run, d, {&vals.t, &idx.t}).is_ok() && same_shape(vals, {2, 0}), "topk k=0");
+    // Larger rows against a sort.
+    Buf r = rand_f32({3, 200});
+    Args e;
+    e.tensor(r.t).i(50).i(1).b(true).b(true);
+    CHECK(call_outs(topk_run, e, {&vals.t, &idx.t}).is_ok(), "topk 50 of 200");
+    bool ok = true;
+    for (int row = 0; row < 3; ++row) {
+      std::vector<float> sorted(r.f() + row * 200, r.f() + row * 200 + 200);
+      std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+      for (int j = 0; j < 50; ++j)
+        ok = ok && vals.f()[row * 50 + j] == sorted[j] && r.f()[row * 200 + idx.i64()[row * 50 + j]] == sorted[j];
+    }
+    CHECK(ok, "topk 50 of 200 matches a sort");
+  }
+  {
+    Buf c({2, 3}, ScalarType::Int32);
+    const int32_t cv[] = {1, 2, 3, INT32_MAX, 1, -5};
+    std::memcpy(c.t.data(), cv, sizeof cv);
+    Args a;
+    a.tensor(c.t).i(1).none();
+    CHECK(call(cumsum_run, a, yi).is_ok() && equals_i(yi, {1, 3, 6, INT32_MAX, INT32_MAX + 1LL, INT32_MAX - 4LL}),
+          "cumsum i32 -> i64");
+    Buf f = iota_f32({2, 3});
+    Args b;
+    b.tensor(f.t).i(0).i(static_cast<int64_t>(ScalarType::Float32));
+    CHECK(call(cumsum_run, b, y).is_ok() && equals_f(y, {0, 1, 2, 3, 5, 7}), "cumsum f32 dim 0");
+    Args d;
+    d.tensor(f.t).i(0).i(static_cast<int64_t>(ScalarType::Float64));
+    CHECK(fails(call(cumsum_run, d, y)), "cumsum dtype f64 into f32 must fail");
+  }
+  {
+    Buf f({2, 2});
+    const float fv[] = {3, -4, 0, -2};
+    std::memcpy(f.f(), fv, sizeof fv);
+    Args a;
+    a.tensor(f.t).d(2.0).ints({1}).b(false).none();
+    CHECK(call(linalg_vector_norm_run, a, y).is_ok() && equals_f(y, {5, 2}), "vector_norm ord 2");
+    Args b;
+    b.tensor(f.t).d(INFINITY).none().b(true).none();
+    CHECK(call(linalg_vector_norm_run, b, y).is_ok() && same_shape(y, {1, 1}) && equals_f(y, {4}), "vector_norm inf");
+    Args c;
+    c.tensor(f.t).i(1).ints({0}).b(false).none();
+    CHECK(call(linalg_vector_norm_run, c, y).is_ok() && equals_f(y, {3, 6}), "vector_norm ord 1 (Int)");
+  }
+}
+
+void test_binary_math_ops() {
+  Buf a({4}), b({4}), y = out_buf();
+  const float av[] = {7, -7, 7.5f, -7.5f}, bv[] = {2, 2, -2, -2};
+  std::memcpy(a.f(), av, sizeof av);
+  std::memcpy(b.f(), bv, sizeof bv);
+  Args fl;
+  fl.tensor(a.t).tensor(b.t).str("floor");
+  CHECK(call(div_tensor_mode_run, fl, y).is_ok() && equals_f(y, {3, -4, -4, 3}), "div floor");
+  Args tr;
+  tr.tensor(a.t).tensor(b.t).str("trunc");
+  CHECK(call(div_tensor_mode_run, tr, y).is_ok() && equals_f(y, {3, -3, -3, 3}), "div trunc");
+  Args no;
+  no.tensor(a.t).tensor(b.t).none();
+  CHECK(call(div_tensor_mode_run, no, y).is_ok() && equals_f(y, {3.5f, -3.5f, -3.75f, 3.75f}), "div true");
+  Args bad;
+  bad.tensor(a.t).tensor(b.t).str("round");
+  CHECK(fails(call(div_tensor_mode_run, bad, y)), "div rounding_mode round must fail");
+  Args rm;
+  rm.tensor(a.t).tensor(b.t);
+  CHECK(call(remainder_tensor_run, rm, y).is_ok() && equals_f(y, {1, 1, -0.5f, -1.5f}), "remainder f32");
+  Buf ia = i64s({4}, {7, -7, INT64_MIN, 5}), ib = i64s({4}, {2, 2, -1, -3}), yi = out_buf(ScalarType::Int64);
+  Args fi;
+  fi.tensor(ia.t).tensor(ib.t).str("floor");
+  CHECK(call(div_tensor_mode_run, fi, yi).is_ok() && equals_i(yi, {3, -4, INT64_MIN, -2}), "div floor i64");
+  Args ri;
+  ri.tensor(ia.t).tensor(ib.t);
+  CHECK(call(remainder_tensor_run, ri, yi).is_ok() && equals_i(yi, {1, 1, 0, -1}), "remainder i64");
+  Buf iz = i64s({4}, {1, 0, 1, 1});
+  Args zi;
+  zi.tensor(ia.t).tensor(iz.t).str("trunc");
+  CHECK(fails(call(div_tensor_mode_run, zi, yi)), "integer division by zero must fail");
+  Args ps;
+  ps.d(2.0).tensor(b.t);
+  CHECK(call(pow_scalar_run, ps, y).is_ok() && equals_f(y, {4, 4, 0.25f, 0.25f}), "pow.Scalar");
+  Args pt;
+  pt.tensor(b.t).tensor(b.t);
+  CHECK(call(pow_tensor_tensor_run, pt, y).is_ok() && equals_f(y, {4, 4, 0.25f, 0.25f}), "pow.Tensor_Tensor");
+  Args pi;
+  pi.tensor(ia.t).tensor(iz.t);
+  CHECK(call(pow_tensor_tensor_run, pi, yi).is_ok() && equals_i(yi, {7, 1, INT64_MIN, 5}), "pow i64");
+  Args sc;
+  sc.tensor(a.t).d(2.0);
+  CHECK(call(remainder_scalar_run, sc, y).is_ok() && equals_f(y, {1, 1, 1.5f, 0.5f}), "remainder.Scalar");
+  Buf u({3}), yu = out_buf();
+  u.f()[0] = -2, u.f()[1] = 0, u.f()[2] = NAN;
+  Args sg;
+  sg.tensor(u.t);
+  CHECK(call(sign_run, sg, yu).is_ok() && equals_f(yu, {-1, 0, NAN}), "sign");
+  CHECK(call(reciprocal_run, sg, yu).is_ok() && equals_f(yu, {-0.5f, INFINITY, NAN}), "reciprocal");
+  CHECK(call(cos_run, sg, yu).is_ok() && std::fabs(yu.f()[0] - std::cos(-2.0f)) < 1e-6f, "cos");
+}
+
+// softmax(q k^T * scale + mask) v, naively, in double. mask: -inf for masked-out, or 0.
+void naive_attention(const float* q, const float* k, const float* v, float* y, int64_t L, int64_t S, int64_t E,
+                     int64_t Ev, double scale, const std::function<bool(int64_t, int64_t)>& keep) {
+  for (int64_t l = 0; l < L; ++l) {
+    std::vector<double> w(S);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e) dot += double(q[l * E + e]) * k[s * E + e];
+      w[s] = keep(l, s) ? dot * scale : -INFINITY;
+      mx = std::max(mx, w[s]);
+    }
+    for (int64_t s = 0; s < S; ++s) sum += w[s] = std::isinf(mx) ? 0 : std::exp(w[s] - mx);
+    for (int64_t e = 0; e < Ev; ++e) {
+      double acc = 0;
+      for (int64_t s = 0; s < S; ++s) acc += w[s] * v[s * Ev + e];
+      y[l * Ev + e] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
+    }
+  }
+}
+
+void test_attention() {
+  const int64_t B = 2, H = 4, Hkv = 2, L = 5, S = 7, E = 8, Ev = 6;
+  Buf q = rand_f32({B, H, L, E}), k = rand_f32({B, Hkv, S, E}), v = rand_f32({B, Hkv, S, Ev});
+  Buf mask({L, S}, ScalarType::Bool);
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t s = 0; s < S; ++s) mask.t.data_as<uint8_t>()[l * S + s] = (s + l) % 3 != 0 && l != 2;  // row 2 fully masked
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool causal = variant == 1, with_mask = variant == 2;
+    Buf y = out_buf();
+    Args a;
+    a.tensor(q.t).tensor(k.t).tensor(v.t);
+    with_mask ? a.tensor(mask.t) : a.none();
+    a.d(0.0).b(causal);
+    variant == 0 ? a.d(0.3) : a.none();
+    a.b(true);
+    Status s = call(sdpa_run, a, y);
+    CHECK(s.is_ok() && same_shape(y, {B, H, L, Ev}), "sdpa variant %d: %s", variant, s.message().c_str());
+    std::vector<float> want(B * H * L * Ev);
+    const double scale = variant == 0 ? 0.3 : 1.0 / std::sqrt(double(E));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kv = b * Hkv + h / (H / Hkv);
+        naive_attention(q.f() + (b * H + h) * L * E, k.f() + kv * S * E, v.f() + kv * S * Ev,
+                        want.data() + (b * H + h) * L * Ev, L, S, E, Ev, scale, [&](int64_t l, int64_t s) {
+                          if (causal) return s <= l;
+                          if (with_mask) return mask.t.data_as<uint8_t>()[l * S + s] != 0;
+                          return true;
+                        });
+      }
+    expect_close("sdpa", y.f(), want.data(), static_cast<int64_t>(want.size()), 1e-5f);
+  }
+  Buf y = out_buf();
+  Args drop;
+  drop.tensor(q.t).tensor(k.t).tensor(v.t).none().d(0.1).b(false).none().b(true);
+  CHECK(fails(call(sdpa_run, drop, y)), "sdpa dropout 0.1 must fail");
+  Args nogqa;
+  nogqa.tensor(q.t).tensor(k.t).tensor(v.t).none().d(0.0).b(false).none().b(false);
+  CHECK(fails(call(sdpa_run, nogqa, y)), "sdpa H != Hkv without enable_gqa must fail");
+  Buf m2({3, S}, ScalarType::Bool);
+  Args badmask;
+  badmask.tensor(q.t).tensor(k.t).tensor(v.t).tensor(m2.t).d(0.0).b(false).none().b(true);
+  CHECK(fails(call(sdpa_run, badmask, y)), "sdpa mask [3, S] must fail");
+  Buf k2 = rand_f32({B, Hkv, S, E + 1});
+  Args bade;
+  bade.tensor(q.t).tensor(k2.t).tensor(v.t).none().d(0.0).b(false).none().b(true);
+  CHECK(fails(call(sdpa_run, bade, y)), "sdpa key with another E must fail");
+}
+
 void bench() {
   const int64_t n = 512;
   Buf a = rand_f32({n, n}), b = rand_f32({n, n}), c({n, n});
@@ -1381,6 +1995,13 @@ int main(int argc, char** argv) {
     test_hostile_windows();
     test_hostile_shapes();
     test_hostile_values();
+    test_indexing();
+    test_scatter_ops();
+    test_factories();
+    test_compare_ops();
+    test_dim_reductions();
+    test_binary_math_ops();
+    test_attention();
   }
   std::printf("%d checks, %d failures\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;

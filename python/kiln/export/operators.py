@@ -23,7 +23,11 @@ Argument conventions applied by the lowering (docs/format.md):
     arguments included and defaults filled in from the schema;
   * dimension arguments are made non-negative (see OpSpec.dim_args);
   * view/expand sizes are the concrete output sizes (no -1);
-  * slice start/end are clamped to [0, size], select index is non-negative;
+  * slice start/end are clamped to [0, size], select index is non-negative,
+    when they are plain ints; symbolic values (dynamic shapes) are passed as
+    they are and the kernels clamp/wrap like ATen (slice_scatter too);
+  * index_put, index_copy and slice_scatter may get output 0 aliasing self
+    (an in-place state update); their kernels then write only what changes;
   * pooling `stride=[]` is replaced by kernel_size;
   * Python scalars passed for Tensor arguments become 0-d constants with the
     output dtype (bool for condition/mask arguments);
@@ -165,7 +169,6 @@ KEEP_UNDECOMPOSED: Tuple[str, ...] = (
     "aten::log_softmax.int",       # canonicalized to _log_softmax.default
     "aten::_softmax.default",
     "aten::_log_softmax.default",
-    "aten::index_copy.default",    # one dim: cheaper than the index_put it decomposes to
     "aten::scaled_dot_product_attention.default",  # one fused kernel (online softmax)
 )
 
@@ -222,6 +225,17 @@ def _select(args, in_shape, out_shape):
     if isinstance(index, int) and isinstance(size, int) and index < 0:
         index += size  # with a dynamic size, the kernel wraps a negative index at run time
     args["index"] = index
+
+
+def _sdpa(args, in_shape, out_shape):
+    # The kernel has no dropout; refuse at export rather than fail every run.
+    dropout = args.get("dropout_p") or 0.0
+    if isinstance(dropout, (int, float)) and dropout != 0:
+        from ..errors import ExportError
+
+        raise ExportError(f"scaled_dot_product_attention with dropout_p={dropout} is not supported: "
+                          "kiln runs inference only (pass dropout_p=0.0, e.g. "
+                          "dropout_p=self.dropout if self.training else 0.0)")
 
 
 _ELEMENTWISE_BINARY = ("self", "other")
@@ -281,6 +295,7 @@ OP_SPECS.update({
         OpSpec("aten::div.Tensor_mode", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Tensor", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Scalar", cast_args=("self",)),
+        OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa),
     )
 })
 assert set(OP_SPECS) == set(SUPPORTED_OPERATORS)
