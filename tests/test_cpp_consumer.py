@@ -66,3 +66,30 @@ def test_found_through_site_packages_prefix(tmp_path):
     build_cmake_project(REPO / "examples" / "cpp" / "hello", tmp_path, defines={"CMAKE_PREFIX_PATH": str(site_packages)})
     cache = (tmp_path / "CMakeCache.txt").read_text()
     assert f"kiln_DIR:PATH={site_packages / 'kiln' / 'lib' / 'cmake' / 'kiln'}" in cache
+
+
+def test_hello_runs_dynamic_sizes_and_keeps_state(hello, exported):
+    """The C++ API: a smaller size in a dynamic dim, and state carried across calls."""
+    path, *_ = exported("dynamic_state")
+    proc = subprocess.run([str(hello), str(path), "--sizes", "2,3,8", "--calls", "3", "--all"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "input  x: f32[2, 12, 8] (dynamic)" in proc.stdout
+    assert "state  calls: f32[1]" in proc.stdout and "state  summary: f32[4, 8]" in proc.stdout
+    got = parse_outputs(proc.stdout)
+    assert len(got) == 6  # two outputs per call
+    method = kiln.load(path).load_method("forward")
+    x = np.ones((2, 3, 8), np.float32)
+    for call in range(3):
+        want = method(x)
+        for g, w in zip(got[2 * call: 2 * call + 2], want):
+            np.testing.assert_allclose(g, w.ravel(), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(got[0], got[2])  # the call counter moved the outputs
+
+
+def test_hello_refuses_sizes_beyond_the_bound(hello, exported):
+    path, *_ = exported("dynamic_state")
+    proc = subprocess.run([str(hello), str(path), "--sizes", "2,13,8"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 1
+    assert "invalid_input" in proc.stderr and "got f32[2, 13, 8]" in proc.stderr

@@ -22,6 +22,7 @@ import tempfile
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kiln.errors import ExportError, UnsupportedOperatorError  # noqa: E402
@@ -679,3 +680,30 @@ def test_import_kiln_export_does_not_import_torch():
     if not stubbed:
         env["PYTHONPATH"] = os.path.dirname(package_dir) + os.pathsep + env.get("PYTHONPATH", "")
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_half_precision_models_are_exported_in_float32(torch, tmp_path, half):
+    """float16/bfloat16 weights (and example inputs) are converted at export;
+    the program computes in float32 and the caller's model is untouched."""
+    import copy
+
+    import kiln
+    from kiln.export import export
+
+    dtype = getattr(torch, half)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dtype)
+    x = torch.randn(3, 16).to(dtype)
+    report = export(model, (x,), tmp_path / "h.kiln")
+    assert any("converted to float32" in n and half in n for n in report.notes)
+    assert all(p.dtype == dtype for p in model.parameters())
+    method = kiln.load(tmp_path / "h.kiln").method("forward")
+    assert method.input_specs[0].dtype == "float32"
+    (got,) = method(x.float().numpy())
+    with torch.no_grad():
+        want32 = copy.deepcopy(model).float()(x.float())
+        want_half = model(x).float()
+    np.testing.assert_allclose(got, want32.numpy(), rtol=1e-5, atol=1e-5)
+    # Against the half-precision eager model, the float32 program differs only by its rounding.
+    assert float((torch.from_numpy(got) - want_half).abs().max()) < 0.05

@@ -1,9 +1,13 @@
 // hello: load a .kiln program, print its methods, run one on given inputs, print the outputs.
 //
-//   hello model.kiln [--method NAME] [--input FILE]... [--fill VALUE] [--all]
+//   hello model.kiln [--method NAME] [--input FILE]... [--sizes D0,D1,...]... [--fill VALUE]
+//                    [--calls N] [--all]
 //
 // Each --input is a raw little-endian file holding one input's bytes (in input
-// order); without one, inputs are filled with --fill (default 1.0 / 1).
+// order); without one, inputs are filled with --fill (default 1.0 / 1). Each
+// --sizes gives the run-time sizes of one input (in input order; dynamic dims
+// may be smaller than the declared bounds, which are the default). --calls runs
+// the method N times on the same inputs: state (e.g. a KV cache) carries over.
 #include <kiln/kiln.h>
 
 #include <cstdio>
@@ -53,13 +57,24 @@ int main(int argc, char** argv) {
   }
   std::string path = argv[1], method_name = "forward";
   std::vector<std::string> input_files;
+  std::vector<std::vector<int64_t>> input_sizes;
   double fill_value = 1.0;
+  int calls = 1;
   bool print_all = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--method" && i + 1 < argc) method_name = argv[++i];
     else if (arg == "--input" && i + 1 < argc) input_files.push_back(argv[++i]);
     else if (arg == "--fill" && i + 1 < argc) fill_value = std::atof(argv[++i]);
+    else if (arg == "--calls" && i + 1 < argc) calls = std::atoi(argv[++i]);
+    else if (arg == "--sizes" && i + 1 < argc) {
+      std::vector<int64_t> sizes;
+      for (char* p = argv[++i]; *p != '\0';) {
+        sizes.push_back(std::strtoll(p, &p, 10));
+        if (*p == ',') ++p;
+      }
+      input_sizes.push_back(sizes);
+    }
     else if (arg == "--all") print_all = true;
     else {
       std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
@@ -77,6 +92,7 @@ int main(int argc, char** argv) {
     std::printf("method %s\n", name.c_str());
     for (const auto& s : spec->inputs) std::printf("  input  %s\n", describe_spec(s).c_str());
     for (const auto& s : spec->outputs) std::printf("  output %s\n", describe_spec(s).c_str());
+    for (const auto& s : spec->state) std::printf("  state  %s\n", describe_spec(s).c_str());
   }
 
   kiln::Result<kiln::Method> method = program->load_method(method_name);
@@ -92,8 +108,9 @@ int main(int argc, char** argv) {
   std::vector<kiln::Tensor> inputs;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const kiln::TensorSpec& s = spec.inputs[i];
+    std::vector<int64_t> sizes = i < input_sizes.size() ? input_sizes[i] : s.sizes;
     size_t numel = 1;
-    for (int64_t d : s.sizes) numel *= static_cast<size_t>(d);
+    for (int64_t d : sizes) numel *= static_cast<size_t>(d < 0 ? 0 : d);
     size_t nbytes = numel * kiln::element_size(s.dtype);
     if (!input_files.empty()) {
       std::ifstream in(input_files[i], std::ios::binary);
@@ -109,20 +126,23 @@ int main(int argc, char** argv) {
       else if (s.dtype == kiln::ScalarType::Int64) fill<int64_t>(buffers[i], fill_value);
       else if (s.dtype == kiln::ScalarType::Float64) fill<double>(buffers[i], fill_value);
     }
-    inputs.push_back(kiln::Tensor::view(buffers[i].data(), s.sizes, s.dtype));
+    inputs.push_back(kiln::Tensor::view(buffers[i].data(), sizes, s.dtype));
   }
 
-  kiln::Result<std::vector<kiln::Tensor>> outputs = method->run(inputs);
-  if (!outputs.ok()) return fail(outputs.status());
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    const kiln::Tensor& t = (*outputs)[i];
-    double sum = 0;
-    for (int64_t k = 0; k < t.numel(); ++k) sum += element(t, k);
-    std::printf("output %zu %s sum=%.9g\n", i, kiln::describe(t).c_str(), sum);
-    int64_t shown = print_all ? t.numel() : (t.numel() < 8 ? t.numel() : 8);
-    std::printf("  values");
-    for (int64_t k = 0; k < shown; ++k) std::printf(" %.9g", element(t, k));
-    std::printf("%s\n", shown < t.numel() ? " ..." : "");
+  for (int call = 0; call < calls; ++call) {
+    // set_input checks each input against the spec (dtype, rank, sizes within bounds).
+    kiln::Result<std::vector<kiln::Tensor>> outputs = method->run(inputs);
+    if (!outputs.ok()) return fail(outputs.status());
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      const kiln::Tensor& t = (*outputs)[i];
+      double sum = 0;
+      for (int64_t k = 0; k < t.numel(); ++k) sum += element(t, k);
+      std::printf("output %zu %s sum=%.9g\n", i, kiln::describe(t).c_str(), sum);
+      int64_t shown = print_all ? t.numel() : (t.numel() < 8 ? t.numel() : 8);
+      std::printf("  values");
+      for (int64_t k = 0; k < shown; ++k) std::printf(" %.9g", element(t, k));
+      std::printf("%s\n", shown < t.numel() ? " ..." : "");
+    }
   }
   return 0;
 }

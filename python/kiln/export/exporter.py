@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import sys
@@ -177,6 +178,26 @@ def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
     return ctx
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _as_float32(model, plan):
+    """(model, plan, note): a float32 copy of a model with float16/bfloat16
+    parameters or buffers, and float32 example inputs, since kiln computes in
+    float32 (docs/format.md). The caller's model is left untouched."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    inputs_half = any(a.dtype in _HALF for _, args in plan for a in args)
+    if not inputs_half and not any(t.dtype in _HALF for t in tensors):
+        return model, plan, None
+    found = sorted({str(t.dtype).replace("torch.", "") for t in tensors if t.dtype in _HALF} |
+                   {str(a.dtype).replace("torch.", "") for _, args in plan for a in args if a.dtype in _HALF})
+    model = copy.deepcopy(model)
+    model._apply(lambda t: t.float() if t.dtype in _HALF else t)
+    plan = [(name, tuple(a.float() if a.dtype in _HALF else a for a in args)) for name, args in plan]
+    return model, plan, (f"{' and '.join(found)} weights and inputs were converted to float32 "
+                         "(kiln computes in float32; the program's inputs are float32)")
+
+
 def export_program(model, example_inputs, path, *, methods=None,
                    dynamic_shapes=None) -> ExportReport:
     start = time.perf_counter()
@@ -186,6 +207,7 @@ def export_program(model, example_inputs, path, *, methods=None,
         raise ExportError("an output path is required")
     plan = _method_plan(model, example_inputs, methods)
     names = [n for n, _ in plan]
+    model, plan, note = _as_float32(model, plan)
 
     training = {m: m.training for m in model.modules()}
     contexts: List[PassContext] = []
@@ -214,12 +236,12 @@ def export_program(model, example_inputs, path, *, methods=None,
 
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
                           num_segments=len(pool), constant_bytes=pool.total_bytes(),
-                          producer=program.producer)
+                          producer=program.producer, notes=[note] if note else [])
     for m in method_irs:
         report.methods[m.name] = MethodReport(
             name=m.name, num_instructions=len(m.instructions), operators=m.operator_keys(),
             arena_bytes=sum(m.arena_sizes), naive_bytes=m.naive_bytes,
             constant_bytes=sum(pool[s].nbytes for s in m.constant_segments()),
-            num_inputs=len(m.inputs), num_outputs=len(m.outputs))
+            num_inputs=len(m.inputs), num_outputs=len(m.outputs), num_state=len(m.state))
     report.export_seconds = time.perf_counter() - start
     return report

@@ -23,6 +23,7 @@ class MethodReport:
     constant_bytes: int         # bytes of the distinct segments this method uses
     num_inputs: int = 0
     num_outputs: int = 0
+    num_state: int = 0          # state tensors (buffers the method updates)
 
 
 @dataclass
@@ -34,6 +35,7 @@ class ExportReport:
     num_segments: int = 0
     constant_bytes: int = 0     # bytes of all segments in the file (after dedup)
     producer: str = ""
+    notes: List[str] = field(default_factory=list)   # conversions the exporter made
 
     def __str__(self) -> str:
         lines = [f"kiln export: {self.path}",
@@ -46,4 +48,5 @@ class ExportReport:
             lines.append(f"    memory: planned {m.arena_bytes} bytes (naive {m.naive_bytes})"
                          f", constants {m.constant_bytes} bytes")
             lines.append(f"    operators ({len(m.operators)}): {', '.join(m.operators)}")
+        lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

@@ -64,13 +64,13 @@ class SymbolicSizes:
         if unbound:
             return (f"it depends on {', '.join(unbound)}, which is not the size of an input "
                     "dimension (a size that depends on tensor data cannot be planned)")
-        if self._upper(expr) is None:
+        if self.upper_or_none(expr) is None:
             names = ", ".join(sorted(str(x) for x in expr.free_symbols))
             return (f"it has no upper bound: declare a maximum for the dynamic dimension(s) "
                     f"{names}, e.g. torch.export.Dim('seq', max=512)")
         return None
 
-    def _upper(self, expr) -> Optional[int]:
+    def upper_or_none(self, expr) -> Optional[int]:
         if expr.is_Integer:
             return int(expr)
         if self.shape_env is None:
@@ -83,7 +83,7 @@ class SymbolicSizes:
     def upper_bound(self, s) -> int:
         """The largest value `s` takes for any input sizes within their bounds."""
         expr = symbolic_expr(s)
-        upper = self._upper(expr)
+        upper = self.upper_or_none(expr)
         if upper is None or any(x not in self.inputs for x in expr.free_symbols):
             raise ExportError(f"the size {expr} has no upper bound kiln can plan for: "
                               f"{self.problem(s)}")
@@ -116,7 +116,7 @@ class IntCompiler:
     def _op(self, kind: str, args: List[int], expr) -> int:
         # The value in the file is only what kernels see at method load (prepare):
         # the bound, like the sizes of dynamic tensors.
-        out = self.new_int(self.sizes._upper(expr) or 0)
+        out = self.new_int(self.sizes.upper_or_none(expr) or 0)
         self.emit(kind, args, out)
         return out
 
