@@ -24,7 +24,7 @@ def dynamic(exported):
 def test_spec_records_bounds_and_dynamic_dims(dynamic):
     spec = kiln.load(dynamic[0]).method_spec("forward")
     (x,) = spec.input_specs
-    assert x.shape == (2, 12, 8) and x.dynamic_dims == (1,)
+    assert x.shape == (2, 12, 8) and x.dynamic_dims == (1,) and x.min_shape == (2, 0, 8)
     assert spec.output_specs[0].shape == (2, 2, 24) and spec.output_specs[0].dynamic_dims == (2,)
     assert spec.output_specs[1].dynamic_dims == ()
 
@@ -63,7 +63,7 @@ def test_sizes_beyond_the_bound_or_static_dims_are_refused(dynamic, shape, what)
     method = kiln.load(dynamic[0]).load_method("forward")
     with pytest.raises(kiln.InvalidInput, match=what) as info:
         method(np.zeros(shape, np.float32))
-    assert "f32[2, 12, 8]" in str(info.value)  # names the bound
+    assert "f32[2, 0..12, 8]" in str(info.value)  # names the range of the dynamic dim
 
 
 def test_two_dynamic_dims_in_attention(torch, tmp_path):
@@ -98,3 +98,70 @@ def test_data_dependent_sizes_are_refused(torch, tmp_path):
     with pytest.raises(ExportError):
         export(Nonzero(), (torch.randn(8),), tmp_path / "nz.kiln")
     assert not (tmp_path / "nz.kiln").exists()
+
+
+def _export(torch, tmp_path, model, inputs, dynamic_shapes):
+    from kiln.export import export
+
+    path = tmp_path / "m.kiln"
+    export(model, inputs, path, dynamic_shapes=dynamic_shapes)
+    return kiln.load(path).method("forward")
+
+
+def test_a_declared_minimum_is_enforced(torch, tmp_path):
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    method = _export(torch, tmp_path, Double(), (torch.randn(5),), ({0: torch.export.Dim("n", min=3, max=9)},))
+    assert method.input_specs[0].min_shape == (3,)
+    np.testing.assert_array_equal(method(np.ones(3, np.float32))[0], np.full(3, 2, np.float32))
+    with pytest.raises(kiln.InvalidInput, match=r"expected f32\[3\.\.9\], got f32\[2\]"):
+        method(np.ones(2, np.float32))
+
+
+def test_inputs_sharing_a_dimension_must_agree(torch, tmp_path):
+    class Pair(torch.nn.Module):
+        def forward(self, tokens, positions):
+            return tokens.float() + positions.float()[None, :]
+
+    t = torch.export.Dim("t", max=16)
+    method = _export(torch, tmp_path, Pair(), (torch.zeros(1, 4, dtype=torch.int64), torch.arange(4)),
+                     ({1: t}, {0: t}))
+    (y,) = method(np.ones((1, 6), np.int64), np.arange(6))
+    np.testing.assert_array_equal(y, 1 + np.arange(6, dtype=np.float32)[None])
+    with pytest.raises(kiln.InvalidInput, match=r"input 'positions' dimension 0 must be .*input 'tokens'.*\(5 vs 6\)"):
+        method(np.ones((1, 6), np.int64), np.arange(5))
+
+
+def test_derived_dimensions(torch, tmp_path):
+    """A dim declared as 2*n: n is read off it, and an odd size is refused."""
+    class Halves(torch.nn.Module):
+        def forward(self, x):
+            a, b = x.view(2, -1)
+            return a * b
+
+    n = torch.export.Dim("n", max=8)
+    method = _export(torch, tmp_path, Halves(), (torch.randn(6),), ({0: 2 * n},))
+    for size in (4, 10, 16):
+        x = np.arange(size, dtype=np.float32)
+        np.testing.assert_array_equal(method(x)[0], x[: size // 2] * x[size // 2:])
+    with pytest.raises(kiln.InvalidInput, match="must be 2"):
+        method(np.ones(7, np.float32))
+
+
+def test_min_max_and_modulo_of_sizes(torch, tmp_path):
+    class SizeArithmetic(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[0]
+            return x[: torch.sym_min(n, 5)] * 2, torch.zeros(n % 3 + 1) + x.sum(), x[: n - n % 4]
+
+    model = SizeArithmetic()
+    method = _export(torch, tmp_path, model, (torch.randn(7),), ({0: torch.export.Dim.AUTO(min=0, max=16)},))
+    for size in (2, 3, 5, 7, 16):
+        x = torch.randn(size)
+        got = method(x.numpy())
+        want = model(x)
+        assert [g.shape for g in got] == [tuple(w.shape) for w in want], size
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)

@@ -133,3 +133,28 @@ def test_valid_hand_built_state_loads_and_is_reported(tmp_path):
     prog = kiln.load(path)
     assert [(s.name, s.shape) for s in prog.method_spec().state_specs] == [("buf", (4,))]
     np.testing.assert_array_equal(prog.forward(X)[0], X)
+
+
+def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
+    """One instruction reading a 512-item IntValueList 200,000 times (an 800 KB
+    file) loads without memory proportional to uses times items."""
+    import resource
+
+    from kiln.export.ir import BOUND, PLANNED, Instruction, MethodIR, ProgramIR
+    from kiln.export.serialize import write_program
+
+    m = MethodIR(name="forward")
+    m.values = [TensorValue(FLOAT32, [4], BOUND), TensorValue(FLOAT32, [4], PLANNED),
+                ScalarValue("Int", 1), ScalarValue("IntValueList", tuple([2] * 512))]
+    m.operators = [("aten::relu", "default")]
+    m.instructions = [Instruction(0, [0] + [3] * 200_000, [1])]
+    m.inputs, m.outputs, m.input_names, m.output_names = [0], [1], ["x"], ["y"]
+    m.arena_sizes = [16]
+    path = tmp_path / "uses.kiln"
+    write_program(ProgramIR([m], [], producer="tests"), path)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    method = kiln.load(path).load_method("forward")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 64, grown_mb
+    with pytest.raises(kiln.KilnError, match="relu"):  # the extra arguments are refused by the kernel
+        method(np.ones(4, np.float32))

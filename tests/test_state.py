@@ -123,3 +123,80 @@ def test_returning_the_old_value_of_updated_state(torch, tmp_path):
     np.testing.assert_array_equal(method(a)[0], [0, 0])
     np.testing.assert_array_equal(method(b)[0], a)
     np.testing.assert_array_equal(method(a)[0], b)
+
+
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+def test_one_buffer_takes_another_buffers_old_value(torch, tmp_path, order):
+    """prev <- cur; cur <- cur + x: every new value is computed from old values,
+    whatever order the buffers were registered (and their moves emitted) in."""
+    from kiln.export import export
+
+    class History(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in order:
+                self.register_buffer(name, torch.tensor([1.0, 2.0]) if name == "a" else torch.tensor([10.0, 20.0]))
+
+        def forward(self, x):
+            before = self.a * 1, self.b * 1  # the state as this call found it
+            self.a.copy_(self.b)
+            self.b.add_(x)
+            return before
+
+    path = tmp_path / "history.kiln"
+    model = History()
+    eager = copy.deepcopy(model)
+    export(model, (torch.ones(2),), path)
+    method = kiln.load(path).method("forward")
+    for _ in range(3):
+        got = method(np.ones(2, np.float32))
+        want = eager(torch.ones(2))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_cache_update_that_also_reads_the_cache(torch, tmp_path):
+    """The buffer is the update's values as well as its self: no in-place write."""
+    from kiln.export import export
+
+    class Rotate(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", torch.arange(4.0))
+
+        def forward(self, idx):
+            self.buf.index_copy_(0, idx, self.buf.clone())
+            return self.buf * 1
+
+    model = Rotate()
+    eager = copy.deepcopy(model)
+    path = tmp_path / "rotate.kiln"
+    export(model, (torch.tensor([1, 2, 3, 0]),), path)
+    method = kiln.load(path).method("forward")
+    idx = np.array([1, 2, 3, 0])
+    for _ in range(3):
+        np.testing.assert_array_equal(method(idx)[0], eager(torch.from_numpy(idx)).numpy())
+
+
+def test_slice_assignment_to_a_buffer(torch, tmp_path):
+    """`buf[i:j] = x` (copy + slice_scatter) updates the state like eager."""
+    from kiln.export import export
+
+    class Window(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", torch.zeros(8))
+
+        def forward(self, x):
+            self.buf[2:6] = x
+            self.buf[0] = self.buf[0] + 1   # a scalar broadcast into a slice
+            return self.buf * 1
+
+    model = Window()
+    eager = copy.deepcopy(model)
+    path = tmp_path / "window.kiln"
+    export(model, (torch.ones(4),), path)
+    method = kiln.load(path).method("forward")
+    for step in range(3):
+        x = torch.full((4,), float(step))
+        np.testing.assert_array_equal(method(x.numpy())[0], eager(x).numpy())

@@ -21,16 +21,19 @@ _NUMPY_DTYPES = {
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """An input or output of a method: name, dtype (numpy name), largest shape, dynamic dims."""
+    """An input, output or state of a method: name, dtype (numpy name), largest
+    shape, the dims that may be smaller at run time, and the smallest shape."""
 
     name: str
     dtype: str
     shape: tuple
     dynamic_dims: tuple
+    min_shape: tuple = ()
 
     @classmethod
     def _from_native(cls, d: dict) -> "TensorSpec":
-        return cls(d["name"], _NUMPY_DTYPES[d["dtype"]], tuple(d["shape"]), tuple(d["dynamic_dims"]))
+        return cls(d["name"], _NUMPY_DTYPES[d["dtype"]], tuple(d["shape"]), tuple(d["dynamic_dims"]),
+                   tuple(d["min_shape"]))
 
 
 @dataclass(frozen=True)

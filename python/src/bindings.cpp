@@ -83,6 +83,7 @@ nb::dict spec_to_dict(const kiln::TensorSpec& s) {
   d["dtype"] = kiln::scalar_type_name(s.dtype);
   d["shape"] = nb::tuple(nb::cast(s.sizes));
   d["dynamic_dims"] = nb::tuple(nb::cast(s.dynamic_dims));
+  d["min_shape"] = nb::tuple(nb::cast(s.min_sizes));
   return d;
 }
 

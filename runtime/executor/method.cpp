@@ -42,7 +42,9 @@ void free_arena(void* p, size_t size) {
 Status run_int_op(Step& step) {
   using K = schema::IntOpKind;
   auto overflow = [&]() { return Status(Error::KernelFailure, "integer overflow in a size computation"); };
-  int64_t a = step.int_args[0]->i, b = step.int_args[1] ? step.int_args[1]->i : 0, r = 0;
+  // A SizeOf's first operand is a tensor: only its second is an int.
+  int64_t a = step.int_kind == K::SizeOf ? 0 : step.int_args[0]->i;
+  int64_t b = step.int_args[1] ? step.int_args[1]->i : 0, r = 0;
   switch (step.int_kind) {
     case K::SizeOf: {
       const Tensor& t = *step.int_tensor;
@@ -71,6 +73,12 @@ Status run_int_op(Step& step) {
     case K::Neg:
       if (a == std::numeric_limits<int64_t>::min()) return overflow();
       r = -a;
+      break;
+    case K::CheckEqual:
+      // verify_program: the third operand is a String.
+      KILN_CHECK_OR_RETURN(a == b, InvalidInput, "%.*s (%lld vs %lld)", static_cast<int>(step.int_args[2]->str.size),
+                           step.int_args[2]->str.data, (long long)a, (long long)b);
+      r = a;
       break;
   }
   step.int_out->i = r;
@@ -133,8 +141,10 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
   s.values.resize(values.size());
   s.list_items.reserve(num_list_items);
   s.list_ints.resize(num_list_ints);
-  // Where each IntValueList's items start in list_ints (by value index).
-  std::vector<uint32_t> list_ints_begin(values.size(), 0);
+  // By value index: the range of an IntValueList's refresh entries in int_refs,
+  // and the last step that listed it (so that a step refreshes it once).
+  std::vector<IntRange> list_refs(values.size());
+  std::vector<uint32_t> list_last_step(values.size(), UINT32_MAX);
   size_t next_tensor = 0;
   for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
     const schema::Value* v = values.Get(i);
@@ -204,15 +214,22 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
     }
   }
   for (StateInit& st : s.state) st.declared = *st.tensor;
+  // Each IntValueList: its storage in list_ints, and one IntRef per item (in
+  // int_refs, ranged by list_refs) that refreshes it from its Int value.
   size_t next_int = 0;
+  s.int_refs.reserve(num_list_ints);
   for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
     const schema::Value* v = values.Get(i);
     if (v->value_type() != ValueKind::IntValueList) continue;
     const auto* items = v->value_as_IntValueList()->items();
-    list_ints_begin[i] = static_cast<uint32_t>(next_int);
     size_t n = items ? items->size() : 0;
+    list_refs[i] = {static_cast<uint32_t>(s.int_refs.size()), static_cast<uint32_t>(n)};
     // verify_program: each item is an Int value. Kernels see a plain IntList.
-    for (size_t k = 0; k < n; ++k) s.list_ints[next_int + k] = s.values[items->Get(static_cast<flatbuffers::uoffset_t>(k))].i;
+    for (size_t k = 0; k < n; ++k) {
+      const Value* item = &s.values[items->Get(static_cast<flatbuffers::uoffset_t>(k))];
+      s.list_ints[next_int + k] = item->i;
+      s.int_refs.push_back({s.list_ints.data() + next_int + k, item});
+    }
     s.values[i].kind = kiln::ValueKind::IntList;
     s.values[i].ints = {s.list_ints.data() + next_int, n};
     next_int += n;
@@ -265,18 +282,17 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
       Step step{};
       auto bind_args = [&](const flatbuffers::Vector<uint32_t>* in, const flatbuffers::Vector<uint32_t>* out) {
         step.inputs_begin = static_cast<uint32_t>(s.step_inputs.size());
-        step.refs_begin = static_cast<uint32_t>(s.int_refs.size());
+        step.lists_begin = static_cast<uint32_t>(s.step_lists.size());
         if (in) {
           for (uint32_t v : *in) {
             s.step_inputs.push_back(&s.values[v]);
-            if (values.Get(v)->value_type() != ValueKind::IntValueList) continue;
-            const auto* items = values.Get(v)->value_as_IntValueList()->items();
-            for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
-              s.int_refs.push_back({s.list_ints.data() + list_ints_begin[v] + k, &s.values[items->Get(k)]});
-            }
+            // Each list once per step, however often the step reads it.
+            if (values.Get(v)->value_type() != ValueKind::IntValueList || list_last_step[v] == i) continue;
+            list_last_step[v] = i;
+            s.step_lists.push_back(list_refs[v]);
           }
         }
-        step.num_refs = static_cast<uint32_t>(s.int_refs.size()) - step.refs_begin;
+        step.num_lists = static_cast<uint32_t>(s.step_lists.size()) - step.lists_begin;
         step.num_inputs = static_cast<uint32_t>(s.step_inputs.size()) - step.inputs_begin;
         step.outputs_begin = static_cast<uint32_t>(s.step_outputs.size());
         // verify_program: outputs are planned tensors.
@@ -394,21 +410,23 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   KILN_CHECK_OR_RETURN(index < inputs.size(), InvalidInput, "method '%s' has %zu inputs, got input index %zu",
                        spec.name.c_str(), inputs.size(), index);
   const TensorSpec& want = spec.inputs[index];
-  std::string expected = std::string(scalar_type_name(want.dtype)) + describe_sizes(want.sizes);
+  std::string expected = std::string(scalar_type_name(want.dtype)) + "[";
+  for (size_t d = 0; d < want.sizes.size(); ++d) {
+    if (d > 0) expected += ", ";
+    if (want.min_sizes[d] != want.sizes[d]) expected += std::to_string(want.min_sizes[d]) + "..";
+    expected += std::to_string(want.sizes[d]);
+  }
+  expected += "]";
   auto mismatch = [&](const char* what) {
     return Status(Error::InvalidInput,
-                  format("method '%s' input %zu ('%s'): %s: expected %s%s, got %s", spec.name.c_str(), index,
-                         want.name.c_str(), what, expected.c_str(),
-                         want.dynamic_dims.empty() ? "" : " (dynamic dims may be smaller)",
-                         describe(input).c_str()));
+                  format("method '%s' input %zu ('%s'): %s: expected %s, got %s", spec.name.c_str(), index,
+                         want.name.c_str(), what, expected.c_str(), describe(input).c_str()));
   };
   if (input.dtype() != want.dtype) return mismatch("wrong dtype");
   if (static_cast<size_t>(input.dim()) != want.sizes.size()) return mismatch("wrong number of dimensions");
   for (size_t d = 0; d < want.sizes.size(); ++d) {
-    bool dynamic = false;
-    for (int dd : want.dynamic_dims) dynamic |= static_cast<size_t>(dd) == d;
     int64_t got = input.sizes()[d];
-    if (dynamic ? (got < 0 || got > want.sizes[d]) : got != want.sizes[d]) return mismatch("wrong shape");
+    if (got < want.min_sizes[d] || got > want.sizes[d]) return mismatch("wrong shape");
   }
   KILN_CHECK_OR_RETURN(input.data() != nullptr || input.numel() == 0, InvalidInput,
                        "method '%s' input %zu ('%s') has no data", spec.name.c_str(), index, want.name.c_str());
@@ -429,7 +447,10 @@ Status MethodState::execute() {
     Step& step = steps[i];
     Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
     Span<Tensor* const> out(step_outputs.data() + step.outputs_begin, step.num_outputs);
-    for (uint32_t r = step.refs_begin; r < step.refs_begin + step.num_refs; ++r) *int_refs[r].dst = int_refs[r].src->i;
+    for (uint32_t l = step.lists_begin; l < step.lists_begin + step.num_lists; ++l) {
+      const IntRange& list = step_lists[l];
+      for (uint32_t r = list.begin; r < list.begin + list.count; ++r) *int_refs[r].dst = int_refs[r].src->i;
+    }
     Status st;
     switch (step.kind) {
       case Step::Kind::IntOp:

@@ -19,6 +19,11 @@ struct IntRef {
   const Value* src;
 };
 
+// The IntRefs of one IntValueList: [begin, begin + count) in MethodState::int_refs.
+struct IntRange {
+  uint32_t begin = 0, count = 0;
+};
+
 struct Step {
   enum class Kind : uint8_t { Kernel, Backend, Move, IntOp } kind;
   const KernelEntry* kernel = nullptr;
@@ -27,14 +32,14 @@ struct Step {
   KernelContext ctx;
   // Ranges in MethodState::step_inputs / step_outputs.
   uint32_t inputs_begin = 0, num_inputs = 0, outputs_begin = 0, num_outputs = 0;
-  // Range in MethodState::int_refs: the int lists this step reads, refreshed first.
-  uint32_t refs_begin = 0, num_refs = 0;
+  // Range in MethodState::step_lists: the int lists this step reads, refreshed first.
+  uint32_t lists_begin = 0, num_lists = 0;
   Tensor* move_src = nullptr;
   Tensor* move_dst = nullptr;
   // IntOp: kind, operands (a SizeOf reads int_tensor and int_args[1]) and result.
   schema::IntOpKind int_kind = schema::IntOpKind::SizeOf;
   const Tensor* int_tensor = nullptr;
-  const Value* int_args[2] = {nullptr, nullptr};
+  const Value* int_args[3] = {nullptr, nullptr, nullptr};
   Value* int_out = nullptr;
   std::string name;  // "aten::linear.default", for error messages
 };
@@ -65,7 +70,8 @@ struct MethodState {
   std::vector<const Tensor*> outputs;
   // Storage of the IntValueLists (what kernels see as IntList) and where their items come from.
   std::vector<int64_t> list_ints;
-  std::vector<IntRef> int_refs;
+  std::vector<IntRef> int_refs;       // one per list item, grouped by list
+  std::vector<IntRange> step_lists;   // the lists each step reads (Step::lists_begin)
   // State tensors and the bytes they start from (a constant segment).
   struct StateInit {
     Tensor* tensor;

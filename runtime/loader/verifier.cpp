@@ -107,6 +107,17 @@ struct MethodChecker {
         if (d >= ndim) return fail(tw + format(" names dynamic dim %u of a %zu-D tensor", d, ndim));
       }
     }
+    if (t.min_sizes() != nullptr) {
+      if (!aligned_vector(t.min_sizes()) || t.min_sizes()->size() != ndim) {
+        return fail(tw + " has misaligned min_sizes or one of the wrong length");
+      }
+      for (size_t d = 0; d < ndim; ++d) {
+        int64_t lo = t.min_sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
+        if (lo < 0 || lo > t.sizes()->Get(static_cast<flatbuffers::uoffset_t>(d))) {
+          return fail(tw + format(" has min size %lld in dim %zu, outside [0, its size]", (long long)lo, d));
+        }
+      }
+    }
     switch (t.storage()) {
       case TensorStorage::Constant:
         return check_segment_range(tw, t, nbytes, item);
@@ -294,14 +305,16 @@ struct MethodChecker {
 
   Status check_int_op(const std::string& iw, const schema::IntOp& op) const {
     using K = schema::IntOpKind;
-    size_t arity = op.kind() == K::Neg ? 1 : 2;
+    size_t arity = op.kind() == K::Neg ? 1 : op.kind() == K::CheckEqual ? 3 : 2;
     if (op.kind() > K::MAX) return fail(iw + format(" is an int op of unknown kind %d", static_cast<int>(op.kind())));
     if (op.inputs() == nullptr || op.inputs()->size() != arity) {
       return fail(iw + format(" is an int op that needs %zu inputs", arity));
     }
     for (flatbuffers::uoffset_t k = 0; k < arity; ++k) {
       uint32_t in = op.inputs()->Get(k);
-      bool ok = (op.kind() == K::SizeOf && k == 0) ? (in < num_values && tensor_at(in) != nullptr) : is_int_value(in);
+      bool ok = (op.kind() == K::SizeOf && k == 0)    ? (in < num_values && tensor_at(in) != nullptr)
+                : (op.kind() == K::CheckEqual && k == 2) ? (in < num_values && m.values()->Get(in)->value_type() == ValueKind::String)
+                                                         : is_int_value(in);
       if (!ok) return fail(iw + format(" is an int op whose input %u (value %u) has the wrong kind", k, in));
     }
     if (!is_int_value(op.output())) return fail(iw + format(" is an int op writing value %u, which is not an int", op.output()));
@@ -376,6 +389,11 @@ struct MethodChecker {
       ts.dtype = static_cast<ScalarType>(t->dtype());
       if (t->sizes()) ts.sizes.assign(t->sizes()->begin(), t->sizes()->end());
       if (t->dynamic_dims()) ts.dynamic_dims.assign(t->dynamic_dims()->begin(), t->dynamic_dims()->end());
+      // Static dims: exactly their size; dynamic ones: min_sizes, or 0.
+      ts.min_sizes = ts.sizes;
+      for (int d : ts.dynamic_dims) {
+        ts.min_sizes[d] = t->min_sizes() ? t->min_sizes()->Get(static_cast<flatbuffers::uoffset_t>(d)) : 0;
+      }
       return ts;
     };
     for (size_t i = 0; i < num_inputs; ++i) {

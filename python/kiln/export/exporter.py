@@ -173,7 +173,8 @@ def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
             raise ExportError(f"internal: buffer mutations of method '{name}' do not come first")
     ctx = PassContext(graph=graph, constants=constants, user_inputs=user_inputs, method=name,
                       module_prefix="" if module is model else _WRAPPED + ".", state=state,
-                      mutated=[state_node[target] for target in mutated_buffers])
+                      mutated=[state_node[target] for target in mutated_buffers],
+                      symbol_ranges=dict(ep.range_constraints))
     ctx.input_names = _input_names(model, name, len(user_inputs), [n.name for n in user_inputs])
     return ctx
 
@@ -191,8 +192,14 @@ def _as_float32(model, plan):
         return model, plan, None
     found = sorted({str(t.dtype).replace("torch.", "") for t in tensors if t.dtype in _HALF} |
                    {str(a.dtype).replace("torch.", "") for _, args in plan for a in args if a.dtype in _HALF})
-    model = copy.deepcopy(model)
-    model._apply(lambda t: t.float() if t.dtype in _HALF else t)
+    if any(t.dtype in _HALF for t in tensors):
+        try:
+            model = copy.deepcopy(model)
+        except Exception as e:
+            raise ExportError(f"the model has {' and '.join(found)} weights, which kiln converts to "
+                              f"float32 in a copy of the model, but copying it failed: {e}; "
+                              "convert it with model.float() before exporting") from e
+        model._apply(lambda t: t.float() if t.dtype in _HALF else t)
     plan = [(name, tuple(a.float() if a.dtype in _HALF else a for a in args)) for name, args in plan]
     return model, plan, (f"{' and '.join(found)} weights and inputs were converted to float32 "
                          "(kiln computes in float32; the program's inputs are float32)")

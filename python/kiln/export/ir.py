@@ -44,6 +44,7 @@ class TensorValue:
     arena: int = 0            # PLANNED, STATE: arena index and byte offset
     arena_offset: int = 0
     dynamic_dims: List[int] = field(default_factory=list)
+    min_sizes: List[int] = field(default_factory=list)   # BOUND inputs with dynamic dims
     name: str = ""            # debugging only; not written
 
     @property
@@ -94,7 +95,7 @@ class Move:
 
 
 # IntOp kinds (schema IntOpKind).
-INT_OPS = ("SizeOf", "Add", "Sub", "Mul", "FloorDiv", "Mod", "Min", "Max", "Neg")
+INT_OPS = ("SizeOf", "Add", "Sub", "Mul", "FloorDiv", "Mod", "Min", "Max", "Neg", "CheckEqual")
 
 
 @dataclass

@@ -229,6 +229,15 @@ _IN_PLACE_UPDATES = frozenset({"aten::index_put.default", "aten::index_copy.defa
                                "aten::slice_scatter.default"})
 
 
+def _nodes_in(x):
+    """The FX nodes in an argument value (nested lists included)."""
+    if isinstance(x, fx.Node):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _nodes_in(y)
+
+
 class _MethodLowering:
     def __init__(self, ctx: PassContext, pool: ConstantPool, input_names: Sequence[str]):
         self.ctx = ctx
@@ -322,6 +331,28 @@ class _MethodLowering:
         self.m.state.append(index)
         self.m.state_names.append(name)
         return index
+
+    def check_input_sizes(self, names: Dict[fx.Node, str]) -> None:
+        """CheckEqual IntOps for input dims that torch.export declared related
+        (the same Dim in two inputs, or a derived 2*s): a call that breaks the
+        relation is InvalidInput, not a run on mismatched sizes."""
+        for node, dim, expr in self.sizes.input_dims:
+            src = self.sizes.inputs.get(expr) if expr.is_Symbol else None
+            if src is not None and src.node is node and src.dim == dim:
+                continue  # the dim the symbol is read from
+            if any(x not in self.sizes.inputs for x in expr.free_symbols):
+                continue  # refused with a clear message by check_shape_bounds
+            message = (f"input '{names[node]}' dimension {dim} must be {expr} "
+                       f"({', '.join(self._symbol_source(x, names) for x in sorted(expr.free_symbols, key=str))})")
+            self._emit_int_op("CheckEqual", [self.ints.size_of(node, dim), self.ints.value(node.meta["val"].shape[dim]),
+                                             self.scalar("String", message)], self._add(ir.ScalarValue("Int", 0)))
+
+    def _symbol_source(self, sym, names) -> str:
+        src = self.sizes.inputs[sym]
+        where = f"dimension {src.dim} of input '{names[src.node]}'"
+        if (src.scale, src.offset) == (1, 0):
+            return f"{sym} = {where}"
+        return f"{sym} = ({where} - {src.offset}) // {src.scale}"
 
     def _emit_int_op(self, kind: str, inputs: List[int], output: int) -> None:
         index = len(self.m.instructions)
@@ -475,7 +506,8 @@ class _MethodLowering:
         buffer) whose result is the buffer's new value may write into the
         buffer itself instead of a planned copy, which the method would then
         move back: that saves copying the whole cache on every call. Safe when
-        nothing reads the old value after it.
+        nothing reads the old value after it, and the buffer is no other
+        argument of the same call (its indices or values).
         """
         if key not in _IN_PLACE_UPDATES:
             return None
@@ -484,6 +516,9 @@ class _MethodLowering:
             return None
         here = self.order[node]
         if any(self.order[u] > here for u in target.users if u is not node):
+            return None
+        others = [v for name, v in args.items() if name != "self"]
+        if any(n is target for n in _nodes_in(others)):
             return None
         return self.state_of[target]
 
@@ -513,12 +548,15 @@ class _MethodLowering:
         for node, name in zip(self.ctx.user_inputs, names):
             val = node.meta["val"]
             sizes, dynamic = self.bounded_sizes(val)
+            mins = [self.sizes.lower_bound(s) if d in dynamic else s for d, s in zip(range(len(sizes)), val.shape)]
             index = self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"input '{name}'"),
                                              sizes=sizes, dynamic_dims=dynamic,
+                                             min_sizes=[int(x) for x in mins] if dynamic else [],
                                              storage=ir.BOUND, name=name))
             self.tensor_of[node] = index
             m.inputs.append(index)
             m.input_names.append(name)
+        self.check_input_sizes(dict(zip(self.ctx.user_inputs, names)))
         prefix = self.ctx.module_prefix
         for node, (name, tensor) in self.ctx.state.items():
             self.state(node, name[len(prefix):] if prefix and name.startswith(prefix) else name, tensor)
@@ -558,12 +596,17 @@ class _MethodLowering:
                 v = self._copy(v, f"{r.name}.before_update")
             m.outputs.append(v)
             m.output_names.append(f"output_{i}")
-        for st, new in zip(self.ctx.mutated, results):
-            src, dst = self.tensor(new), self.state_of[st]
-            if src != dst:
-                index = len(m.instructions)
-                self._mark_use(src, index)
-                m.instructions.append(ir.Move(src, dst))
+        moves = [(self.tensor(new), self.state_of[st]) for st, new in zip(self.ctx.mutated, results)]
+        moves = [(src, dst) for src, dst in moves if src != dst]
+        # A new value that is the old value of another state (prev <- cur) is
+        # copied first: the moves below may already have overwritten it.
+        written = {dst for _, dst in moves}
+        moves = [(self._copy(src, f"{m.values[src].name}.old") if src in written else src, dst)
+                 for src, dst in moves]
+        for src, dst in moves:
+            index = len(m.instructions)
+            self._mark_use(src, index)
+            m.instructions.append(ir.Move(src, dst))
 
     def _copy(self, v: int, name: str) -> int:
         src = self.m.values[v]

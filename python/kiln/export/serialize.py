@@ -92,6 +92,8 @@ def _value_t(value, S):
             t.arena, t.arenaOffset = value.arena, value.arena_offset
         if value.dynamic_dims:
             t.dynamicDims = list(value.dynamic_dims)
+        if value.min_sizes:
+            t.minSizes = list(value.min_sizes)
         return S.ValueT(valueType=S.ValueKind.Tensor, value=t)
     assert isinstance(value, ScalarValue), value
     kind, v = value.kind, value.value

@@ -44,41 +44,83 @@ def is_symbolic_int(x) -> bool:
     return isinstance(x, torch.SymInt)
 
 
+def _finite(x) -> bool:
+    return x not in (sympy.oo, -sympy.oo) and type(x).__name__ not in ("IntInfinity", "NegativeIntInfinity")
+
+
+class InputDim:
+    """A symbol read off an input: symbol = (size of dimension `dim` of `node` - offset) // scale."""
+
+    def __init__(self, node: fx.Node, dim: int, scale: int = 1, offset: int = 0) -> None:
+        self.node, self.dim, self.scale, self.offset = node, dim, scale, offset
+
+
 class SymbolicSizes:
-    """Which input dimension each symbol is, and the bound of any expression."""
+    """Which input dimension each symbol is read from, and the range of any expression.
+
+    Ranges are those torch.export promises the program is valid for (its
+    range_constraints: by default a dynamic dim may be 0 up to its maximum),
+    not the narrower ones its tracer assumed internally (sizes 0 and 1 are
+    traced as if they were at least 2): the runtime accepts every size the
+    export declared valid, so memory is planned for all of them.
+    """
 
     def __init__(self, ctx) -> None:
-        self.inputs: Dict[sympy.Symbol, Tuple[fx.Node, int]] = {}
+        self.inputs: Dict[sympy.Symbol, InputDim] = {}
         self.shape_env = None
+        dims = []
         for node in ctx.user_inputs:
             for d, s in enumerate(node.meta["val"].shape):
                 if isinstance(s, torch.SymInt):
                     self.shape_env = self.shape_env or s.node.shape_env
-                    if s.node.expr.is_Symbol:
-                        self.inputs.setdefault(s.node.expr, (node, d))
+                    dims.append((node, d, s.node.expr))
+        for node, d, expr in dims:          # dims sized by a symbol itself
+            if expr.is_Symbol:
+                self.inputs.setdefault(expr, InputDim(node, d))
+        for node, d, expr in dims:          # dims sized a*s + b (torch.export derived dims)
+            if len(expr.free_symbols) == 1 and next(iter(expr.free_symbols)) not in self.inputs:
+                sym = next(iter(expr.free_symbols))
+                poly = sympy.Poly(expr, sym) if expr.is_polynomial(sym) else None
+                if poly is not None and poly.degree() == 1:
+                    scale, offset = poly.all_coeffs()
+                    if scale.is_Integer and offset.is_Integer and scale > 0:
+                        self.inputs[sym] = InputDim(node, d, int(scale), int(offset))
+        self.input_dims = dims
+        self.ranges = dict(self.shape_env.var_to_range) if self.shape_env is not None else {}
+        self.ranges.update(getattr(ctx, "symbol_ranges", {}) or {})
 
     def problem(self, s) -> Optional[str]:
         """Why kiln cannot plan for the size `s`, or None."""
         expr = symbolic_expr(s)
         unbound = sorted(str(x) for x in expr.free_symbols if x not in self.inputs)
         if unbound:
-            return (f"it depends on {', '.join(unbound)}, which is not the size of an input "
-                    "dimension (a size that depends on tensor data cannot be planned)")
+            if any(name.startswith("u") for name in unbound):
+                return (f"it depends on {', '.join(unbound)}, a size that depends on tensor data, "
+                        "which kiln cannot plan memory for")
+            return (f"it depends on {', '.join(unbound)}, which kiln cannot read off an input "
+                    "dimension (a dim must be a symbol s or a*s + b)")
         if self.upper_or_none(expr) is None:
             names = ", ".join(sorted(str(x) for x in expr.free_symbols))
             return (f"it has no upper bound: declare a maximum for the dynamic dimension(s) "
                     f"{names}, e.g. torch.export.Dim('seq', max=512)")
         return None
 
+    def _range(self, expr):
+        from torch.utils._sympy.value_ranges import bound_sympy
+
+        return bound_sympy(expr, self.ranges)
+
     def upper_or_none(self, expr) -> Optional[int]:
         if expr.is_Integer:
             return int(expr)
-        if self.shape_env is None:
-            return None
-        upper = self.shape_env.bound_sympy(expr).upper
-        if upper in (sympy.oo, -sympy.oo) or type(upper).__name__ in ("IntInfinity", "NegativeIntInfinity"):
-            return None
-        return int(upper)
+        upper = self._range(expr).upper
+        return int(upper) if _finite(upper) else None
+
+    def lower_bound(self, s) -> int:
+        """The smallest value `s` takes (at least 0)."""
+        expr = symbolic_expr(s)
+        lower = expr if expr.is_Integer else self._range(expr).lower
+        return max(int(lower), 0) if _finite(lower) else 0
 
     def upper_bound(self, s) -> int:
         """The largest value `s` takes for any input sizes within their bounds."""
@@ -88,6 +130,10 @@ class SymbolicSizes:
             raise ExportError(f"the size {expr} has no upper bound kiln can plan for: "
                               f"{self.problem(s)}")
         return max(upper, 0)
+
+
+# sympy's and torch's (torch.utils._sympy.functions) n-ary operations, by class name.
+_VARIADIC = {"Add": "Add", "Mul": "Mul", "Max": "Max", "Min": "Min"}
 
 
 class IntCompiler:
@@ -109,6 +155,13 @@ class IntCompiler:
         self.input_value = input_value
         self.cache: Dict[object, int] = {}
 
+    def size_of(self, node: fx.Node, dim: int) -> int:
+        """Index of an Int holding the run-time size of dimension `dim` of input `node`."""
+        key = ("size", node, dim)
+        if key not in self.cache:
+            self.cache[key] = self._op("SizeOf", [self.input_value(node), self.const_int(dim)], None)
+        return self.cache[key]
+
     def value(self, x) -> int:
         """Index of an Int value holding `x` (an int, a SymInt or an FX node of one)."""
         return self._compile(symbolic_expr(x))
@@ -116,7 +169,7 @@ class IntCompiler:
     def _op(self, kind: str, args: List[int], expr) -> int:
         # The value in the file is only what kernels see at method load (prepare):
         # the bound, like the sizes of dynamic tensors.
-        out = self.new_int(self.sizes.upper_or_none(expr) or 0)
+        out = self.new_int((self.sizes.upper_or_none(expr) if expr is not None else 0) or 0)
         self.emit(kind, args, out)
         return out
 
@@ -135,11 +188,16 @@ class IntCompiler:
 
         if expr.is_Symbol:
             if expr not in self.sizes.inputs:
-                raise ExportError(f"the size symbol {expr} is not the size of an input dimension")
-            node, dim = self.sizes.inputs[expr]
-            return self._op("SizeOf", [self.input_value(node), self.const_int(dim)], expr)
-        if isinstance(expr, (sympy.Add, sympy.Mul, sympy.Max, sympy.Min)):
-            kind = {sympy.Add: "Add", sympy.Mul: "Mul", sympy.Max: "Max", sympy.Min: "Min"}[type(expr)]
+                raise ExportError(f"the size symbol {expr} is not read off an input dimension")
+            src = self.sizes.inputs[expr]
+            size = self.size_of(src.node, src.dim)
+            if src.offset:
+                size = self._op("Sub", [size, self.const_int(src.offset)], expr)
+            if src.scale != 1:
+                size = self._op("FloorDiv", [size, self.const_int(src.scale)], expr)
+            return size
+        kind = _VARIADIC.get(type(expr).__name__)
+        if kind is not None:
             terms = list(expr.args)
             if kind == "Mul" and sympy.Integer(-1) in terms:   # -x is Mul(-1, x)
                 terms.remove(sympy.Integer(-1))
@@ -156,7 +214,9 @@ class IntCompiler:
             return acc
         if isinstance(expr, FloorDiv):
             return self._op("FloorDiv", [self._compile(expr.args[0]), self._compile(expr.args[1])], expr)
-        if isinstance(expr, (PythonMod, sympy.Mod)):
+        if isinstance(expr, (PythonMod, sympy.Mod)) or type(expr).__name__ == "Mod":
+            # torch's own Mod is only built for non-negative operands, where it
+            # agrees with Python's (floor) modulo.
             return self._op("Mod", [self._compile(expr.args[0]), self._compile(expr.args[1])], expr)
         raise ExportError(f"kiln cannot compute the size expression {expr} "
                           f"({type(expr).__name__}) at run time")

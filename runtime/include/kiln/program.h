@@ -22,9 +22,11 @@ struct MethodState;
 struct TensorSpec {
   std::string name;
   ScalarType dtype = ScalarType::Float32;
-  // Largest sizes; a dimension listed in dynamic_dims may be smaller at run time.
+  // Largest sizes; a dimension listed in dynamic_dims may be smaller at run time,
+  // down to min_sizes (equal to sizes for static dimensions).
   std::vector<int64_t> sizes;
   std::vector<int> dynamic_dims;
+  std::vector<int64_t> min_sizes;
 };
 
 struct MethodSpec {

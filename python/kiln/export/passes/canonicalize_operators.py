@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from ...errors import ExportError
-from .manager import PassContext, bound_args, getitem_users
+from .manager import PassContext, bound_args, getitem_users, same_shape
 
 aten = torch.ops.aten
 
@@ -117,6 +117,20 @@ def _to_view(ctx, node):
     return True
 
 
+def _copy(ctx, node):
+    """copy(self, src) is src broadcast to self's shape in self's dtype (what
+    `buf[2:6] = x` becomes, before a slice_scatter): an expand and a cast."""
+    a = bound_args(node)
+    target, src = a["self"], a["src"]
+    x = src
+    if ctx.dtype(src) != ctx.dtype(target):
+        x = ctx.call(aten._to_copy.default, (x,), {"dtype": ctx.dtype(target)}, like=node)
+    if not same_shape(ctx.shape(src), ctx.shape(target)):
+        x = ctx.call(aten.expand.default, (x, ctx.shape(target)), like=node, val=node.meta["val"])
+    ctx.replace(node, x)
+    return True
+
+
 def _t(ctx, node):
     x = node.args[0]
     if len(ctx.shape(x)) < 2:
@@ -204,6 +218,7 @@ REWRITES = {
     aten.flatten.using_ints: _to_view,
     aten.unflatten.int: _to_view,
     aten.t.default: _t,
+    aten.copy.default: _copy,
     aten.squeeze.default: _squeeze,
     aten.squeeze.dim: _squeeze,
     aten.add.Scalar: _scalar_binary(aten.add.Tensor),

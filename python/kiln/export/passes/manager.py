@@ -47,6 +47,7 @@ class PassContext:
     state: Dict[fx.Node, Tuple[str, torch.Tensor]] = field(default_factory=dict)
     mutated: List[fx.Node] = field(default_factory=list)
     input_symbol_bounds: Dict[object, object] = field(default_factory=dict)  # see check_shape_bounds
+    symbol_ranges: Dict[object, object] = field(default_factory=dict)  # torch.export's range_constraints
     _constant_counter: int = 0
 
     # -- queries -----------------------------------------------------------
