@@ -103,3 +103,12 @@ def test_operator_docs_are_up_to_date():
     generated = kiln_cmd("ops", "--markdown").stdout
     assert (repo / "docs" / "operators.md").read_text() == generated, \
         "docs/operators.md is stale: regenerate it with `kiln ops --markdown > docs/operators.md`"
+
+
+def test_inspect_shows_dynamic_ranges_and_state(exported):
+    path, *_ = exported("dynamic_state")
+    proc = kiln_cmd("inspect", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "input  x: float32[2, 0..12, 8]" in proc.stdout
+    assert "output output_0: float32[2, 2, 0..24]" in proc.stdout
+    assert "state  calls: float32[1]" in proc.stdout and "state  summary: float32[4, 8]" in proc.stdout

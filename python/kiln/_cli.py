@@ -41,15 +41,20 @@ def _inspect(args) -> int:
     for name in prog.method_names:
         m = prog.method_spec(name)  # no method load: works without the plugins a program needs
         print(f"method {name}: {m.num_instructions} instructions, planned memory {sum(m.arena_bytes)} bytes")
-        for s in m.input_specs:
-            dyn = f" dynamic dims {list(s.dynamic_dims)}" if s.dynamic_dims else ""
-            print(f"  input  {s.name}: {s.dtype}{list(s.shape)}{dyn}")
-        for s in m.output_specs:
-            dyn = f" dynamic dims {list(s.dynamic_dims)}" if s.dynamic_dims else ""
-            print(f"  output {s.name}: {s.dtype}{list(s.shape)}{dyn}")
-        for s in m.state_specs:
-            print(f"  state  {s.name}: {s.dtype}{list(s.shape)}")
+        for kind, specs in (("input ", m.input_specs), ("output", m.output_specs), ("state ", m.state_specs)):
+            for s in specs:
+                print(f"  {kind} {s.name}: {s.dtype}{_shape(s)}")
     return 0
+
+
+def _shape(spec) -> str:
+    """[1, 0..128, 64]: a dynamic dim shows its range (its bound, for outputs)."""
+    dims = []
+    for d, size in enumerate(spec.shape):
+        low = spec.min_shape[d] if d < len(spec.min_shape) else size
+        dims.append(f"{low}..{size}" if d in spec.dynamic_dims and low != size else
+                    f"<={size}" if d in spec.dynamic_dims else str(size))
+    return f"[{', '.join(dims)}]"
 
 
 def operator_table() -> list:
