@@ -165,3 +165,18 @@ def test_min_max_and_modulo_of_sizes(torch, tmp_path):
         assert [g.shape for g in got] == [tuple(w.shape) for w in want], size
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_derived_dims_accept_every_size_torch_declares_valid(torch, tmp_path):
+    class Cat(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, y]) * 2
+
+    n = torch.export.Dim("n", max=16)
+    method = _export(torch, tmp_path, Cat(), (torch.randn(4), torch.randn(5)), ({0: 2 * n}, {0: 2 * n + 1}))
+    assert [s.min_shape for s in method.input_specs] == [(0,), (1,)]
+    for size in (0, 1, 2, 16):
+        x, y = np.ones(2 * size, np.float32), np.ones(2 * size + 1, np.float32)
+        np.testing.assert_array_equal(method(x, y)[0], np.full(4 * size + 1, 2, np.float32))
+    with pytest.raises(kiln.InvalidInput, match="must be 2"):
+        method(np.ones(4, np.float32), np.ones(4, np.float32))

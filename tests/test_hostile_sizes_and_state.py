@@ -158,3 +158,19 @@ def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
     assert grown_mb < 64, grown_mb
     with pytest.raises(kiln.KilnError, match="relu"):  # the extra arguments are refused by the kernel
         method(np.ones(4, np.float32))
+
+
+def test_a_move_may_not_change_a_state_tensors_shape(tmp_path):
+    from kiln.export.ir import BOUND, PLANNED, MethodIR, Move, ProgramIR
+    from kiln.export.serialize import write_program
+
+    m = MethodIR(name="forward")
+    m.values = [TensorValue(FLOAT32, [4], BOUND), TensorValue(FLOAT32, [2, 2], STATE, segment=0, arena=1)]
+    m.instructions = [Move(0, 1)]
+    m.inputs, m.outputs, m.input_names, m.output_names = [0], [1], ["x"], ["y"]
+    m.state, m.state_names = [1], ["buf"]
+    m.arena_sizes = [0, 64]
+    path = tmp_path / "reshape_state.kiln"
+    write_program(ProgramIR([m], [b"\0" * 64], producer="tests"), path)
+    with pytest.raises(kiln.InvalidProgram, match="another shape into a state tensor"):
+        kiln.load(path)

@@ -200,3 +200,60 @@ def test_slice_assignment_to_a_buffer(torch, tmp_path):
     for step in range(3):
         x = torch.full((4,), float(step))
         np.testing.assert_array_equal(method(x.numpy())[0], eager(x).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_a_buffer_copied_from_an_input_of_another_shape_or_dtype(torch, tmp_path, dtype):
+    """copy_ broadcasts and casts into the buffer; the state keeps its shape and dtype."""
+    from kiln.export import export
+
+    class Fill(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("grid", torch.zeros(2, 3, dtype=getattr(torch, dtype)))
+
+        def forward(self, row):
+            before = self.grid + 1
+            self.grid.copy_(row)
+            return before
+
+    model = Fill()
+    eager = copy.deepcopy(model)
+    path = tmp_path / "fill.kiln"
+    export(model, (torch.ones(3),), path)
+    method = kiln.load(path).method("forward")
+    assert method.state_specs[0].shape == (2, 3) and method.state_specs[0].dtype == dtype
+    for step in range(3):
+        row = torch.arange(3.0) + step
+        (got,) = method(row.numpy())
+        want = eager(row)
+        assert got.shape == (2, 3) and got.dtype == want.numpy().dtype
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_a_counter_advanced_by_a_dynamic_size(torch, tmp_path):
+    """pos += tokens.shape[1]: a symbolic size used as a tensor operand."""
+    from kiln.export import export
+
+    class Position(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos", torch.zeros(1, dtype=torch.int64))
+
+        def forward(self, tokens):
+            start = self.pos + 0
+            self.pos.add_(tokens.shape[1])
+            return start, tokens + tokens.shape[1]
+
+    model = Position()
+    eager = copy.deepcopy(model)
+    path = tmp_path / "pos.kiln"
+    export(model, (torch.zeros(1, 3, dtype=torch.int64),), path,
+           dynamic_shapes=({1: torch.export.Dim("t", max=16)},))
+    method = kiln.load(path).method("forward")
+    for t in (5, 1, 16, 2):
+        x = torch.arange(t).view(1, t)
+        got = method(x.numpy())
+        want = eager(x)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w.numpy())

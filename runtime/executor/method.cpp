@@ -38,6 +38,14 @@ void free_arena(void* p, size_t size) {
 #endif
 }
 
+bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 // Python semantics for // and % (floor), as torch.export's symbolic ints use.
 Status run_int_op(Step& step) {
   using K = schema::IntOpKind;
@@ -332,6 +340,7 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
           step.name = "move";
           step.move_src = s.values[mv->src()].tensor;
           step.move_dst = s.values[mv->dst()].tensor;
+          step.move_keeps_shape = values.Get(mv->dst())->value_as_Tensor()->storage() == TensorStorage::State;
           break;
         }
         case schema::InstructionKind::IntOp: {
@@ -463,7 +472,13 @@ Status MethodState::execute() {
         st = step.backend->def.execute(step.backend_handle, in, out);
         break;
       case Step::Kind::Move:
-        // verify_program: same dtype and dst capacity >= src's declared bytes.
+        // verify_program: same dtype and dst capacity >= src's declared bytes; a
+        // state destination has src's declared sizes, which src must still have.
+        if (step.move_keeps_shape && !same_sizes(step.move_src->sizes(), step.move_dst->sizes())) {
+          st = Status(Error::KernelFailure, "a new state value " + describe(*step.move_src) +
+                                                " does not have the state's shape " + describe(*step.move_dst));
+          break;
+        }
         st = step.move_dst->resize(step.move_src->sizes());
         if (st.is_ok()) std::memmove(step.move_dst->data(), step.move_src->data(), step.move_src->nbytes());
         break;

@@ -36,6 +36,7 @@ struct Step {
   uint32_t lists_begin = 0, num_lists = 0;
   Tensor* move_src = nullptr;
   Tensor* move_dst = nullptr;
+  bool move_keeps_shape = false;  // dst is a state tensor
   // IntOp: kind, operands (a SizeOf reads int_tensor and int_args[1]) and result.
   schema::IntOpKind int_kind = schema::IntOpKind::SizeOf;
   const Tensor* int_tensor = nullptr;

@@ -44,6 +44,15 @@ bool aligned_vector(const flatbuffers::Vector<T>* v) {
   return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
 }
 
+bool same_sizes(const flatbuffers::Vector<int64_t>* a, const flatbuffers::Vector<int64_t>* b) {
+  size_t na = a ? a->size() : 0, nb = b ? b->size() : 0;
+  if (na != nb) return false;
+  for (flatbuffers::uoffset_t i = 0; i < na; ++i) {
+    if (a->Get(i) != b->Get(i)) return false;
+  }
+  return true;
+}
+
 bool range_fits(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
 }
@@ -290,6 +299,10 @@ struct MethodChecker {
           }
           if (src->dtype() != dst->dtype() || declared_nbytes(*src) > declared_nbytes(*dst)) {
             return fail(iw + " moves a tensor into one of another dtype or smaller capacity");
+          }
+          // State keeps its declared (static) shape from call to call.
+          if (dst->storage() == TensorStorage::State && !same_sizes(src->sizes(), dst->sizes())) {
+            return fail(iw + " moves a tensor of another shape into a state tensor");
           }
           break;
         }

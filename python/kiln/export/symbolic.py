@@ -87,7 +87,8 @@ class SymbolicSizes:
                         self.inputs[sym] = InputDim(node, d, int(scale), int(offset))
         self.input_dims = dims
         self.ranges = dict(self.shape_env.var_to_range) if self.shape_env is not None else {}
-        self.ranges.update(getattr(ctx, "symbol_ranges", {}) or {})
+        self.declared = dict(getattr(ctx, "symbol_ranges", {}) or {})
+        self.ranges.update({k: v for k, v in self.declared.items() if getattr(k, "is_Symbol", False)})
 
     def problem(self, s) -> Optional[str]:
         """Why kiln cannot plan for the size `s`, or None."""
@@ -117,9 +118,12 @@ class SymbolicSizes:
         return int(upper) if _finite(upper) else None
 
     def lower_bound(self, s) -> int:
-        """The smallest value `s` takes (at least 0)."""
+        """The smallest value `s` takes (at least 0). An input dim's own range in
+        range_constraints wins: for a derived dim (2*n) torch records it there,
+        while n's own range is the narrower one its tracer assumed."""
         expr = symbolic_expr(s)
-        lower = expr if expr.is_Integer else self._range(expr).lower
+        declared = self.declared.get(expr)
+        lower = expr if expr.is_Integer else declared.lower if declared is not None else self._range(expr).lower
         return max(int(lower), 0) if _finite(lower) else 0
 
     def upper_bound(self, s) -> int:

@@ -11,13 +11,15 @@ from __future__ import annotations
 def default_passes():
     """The exporter's pass pipeline, in order (imports torch)."""
     from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_constants, insert_dtype_casts, lower_split_ops, remove_noop_ops,
-                   simplify_view_chains)
+                   fold_constants, insert_dtype_casts, lower_split_ops, match_state_updates,
+                   remove_noop_ops, simplify_view_chains, tensorize_symbolic_scalars)
     from .manager import load_pass
 
     return [load_pass(m) for m in (
         check_shape_bounds,
+        tensorize_symbolic_scalars,
         canonicalize_operators,
+        match_state_updates,
         lower_split_ops,
         remove_noop_ops,
         simplify_view_chains,
