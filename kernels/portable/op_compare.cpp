@@ -74,6 +74,14 @@ Status binary_setup(const char* op, Inputs in, Outputs out, const Tensor** a, co
   return resize_output(op, out[0], sizes->span());
 }
 
+// binary_setup for operators whose operands and output share one dtype (the exporter casts).
+Status same_dtype_binary_setup(const char* op, Inputs in, Outputs out, const Tensor** a, const Tensor** b,
+                               Dims* sizes) {
+  KILN_RETURN_IF_ERROR(binary_setup(op, in, out, a, b, sizes));
+  KILN_RETURN_IF_ERROR(check_same_dtype(op, **a, "self", **b, "other"));
+  return check_same_dtype(op, **a, "self", *out[0], "output");
+}
+
 Status compare_tensor(const char* op, Cmp k, Inputs in, Outputs out) {
   const Tensor *a, *b;
   Dims sizes;
@@ -126,10 +134,8 @@ Status compare_scalar(const char* op, Cmp k, Inputs in, Outputs out) {
 Status extremum(const char* op, bool is_max, Inputs in, Outputs out) {
   const Tensor *a, *b;
   Dims sizes;
-  KILN_RETURN_IF_ERROR(binary_setup(op, in, out, &a, &b, &sizes));
+  KILN_RETURN_IF_ERROR(same_dtype_binary_setup(op, in, out, &a, &b, &sizes));
   Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *a, "self", *b, "other"));
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *a, "self", y, "output"));
   const bool ok = dispatch_real(a->dtype(), [&](auto tag) {
     using T = decltype(tag);
     binary_map<T>(*a, *b, y, sizes, [is_max](T p, T q) {
@@ -164,10 +170,8 @@ Status logical_binary(const char* op, Logic k, Inputs in, Outputs out) {
 Status bitwise_binary(const char* op, Logic k, Inputs in, Outputs out) {
   const Tensor *a, *b;
   Dims sizes;
-  KILN_RETURN_IF_ERROR(binary_setup(op, in, out, &a, &b, &sizes));
+  KILN_RETURN_IF_ERROR(same_dtype_binary_setup(op, in, out, &a, &b, &sizes));
   Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *a, "self", *b, "other"));
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *a, "self", y, "output"));
   const ScalarType t = a->dtype();
   if (t == ScalarType::Bool) return logical_binary(op, k, in, out);
   const bool ok = t != ScalarType::Float32 && t != ScalarType::Float64 && dispatch_all(t, [&](auto tag) {

@@ -23,7 +23,7 @@ from .constants import ConstantPool
 from .memory_plan import Lifetime, plan_memory
 from .operators import (custom_operator_problem, is_custom_operator, normalize_dims, op_key,
                         spec_for, split_key)
-from .passes.manager import PassContext, bound_args, is_symbolic
+from .passes.manager import PassContext, bound_args, is_symbolic, nodes_in
 from .symbolic import IntCompiler, SymbolicSizes, is_symbolic_int
 
 _DTYPES = {
@@ -224,18 +224,14 @@ def _double_key(x: float) -> bytes:
     return struct.pack("<d", float(x))
 
 
+def _bytes_of(tensor: torch.Tensor):
+    """The tensor's bytes, contiguous, as a numpy uint8 array (for the constant pool)."""
+    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
 # Functional updates that kernels may run in place when out aliases self.
 _IN_PLACE_UPDATES = frozenset({"aten::index_put.default", "aten::index_copy.default",
                                "aten::slice_scatter.default"})
-
-
-def _nodes_in(x):
-    """The FX nodes in an argument value (nested lists included)."""
-    if isinstance(x, fx.Node):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _nodes_in(y)
 
 
 class _MethodLowering:
@@ -288,7 +284,7 @@ class _MethodLowering:
                               "tensors only")
         tensor = tensor.to(_WIDENED_CONSTANTS.get(tensor.dtype, tensor.dtype))
         dtype = kiln_dtype(tensor.dtype, f"constant '{name}'")
-        data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+        data = _bytes_of(tensor)
         segment = self.pool.add(data)
         sizes = [int(s) for s in tensor.shape]
         key = (segment, dtype, tuple(sizes))
@@ -324,9 +320,9 @@ class _MethodLowering:
             raise ExportError(f"buffer '{name}' is {tensor.dtype}; kiln keeps state in float32 or "
                               "integer dtypes: convert the model to float32 before exporting")
         dtype = kiln_dtype(tensor.dtype, f"buffer '{name}'")
-        data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
         index = self._add(ir.TensorValue(dtype=dtype, sizes=[int(s) for s in tensor.shape],
-                                         storage=ir.STATE, segment=self.pool.add(data), name=name))
+                                         storage=ir.STATE, segment=self.pool.add(_bytes_of(tensor)),
+                                         name=name))
         self.state_of[node] = index
         self.m.state.append(index)
         self.m.state_names.append(name)
@@ -518,7 +514,7 @@ class _MethodLowering:
         if any(self.order[u] > here for u in target.users if u is not node):
             return None
         others = [v for name, v in args.items() if name != "self"]
-        if any(n is target for n in _nodes_in(others)):
+        if any(n is target for n in nodes_in(others)):
             return None
         return self.state_of[target]
 
@@ -548,7 +544,7 @@ class _MethodLowering:
         for node, name in zip(self.ctx.user_inputs, names):
             val = node.meta["val"]
             sizes, dynamic = self.bounded_sizes(val)
-            mins = [self.sizes.lower_bound(s) if d in dynamic else s for d, s in zip(range(len(sizes)), val.shape)]
+            mins = [self.sizes.lower_bound(s) if d in dynamic else s for d, s in enumerate(val.shape)]
             index = self._add(ir.TensorValue(dtype=kiln_dtype(val.dtype, f"input '{name}'"),
                                              sizes=sizes, dynamic_dims=dynamic,
                                              min_sizes=[int(x) for x in mins] if dynamic else [],

@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 
 from ..operators import is_custom_operator, is_supported, op_key
-from .manager import PassContext
+from .manager import PassContext, nodes_in
 
 aten = torch.ops.aten
 
@@ -35,17 +35,6 @@ SMALL_RESULT_BYTES = 64 * 1024
 _SHAPE_ONLY = {"aten::full_like.default", "aten::zeros_like.default", "aten::ones_like.default",
                "aten::empty_like.default", "aten::new_full.default", "aten::new_zeros.default",
                "aten::new_ones.default", "aten::new_empty.default"}
-
-
-def _node_args(x):
-    if isinstance(x, fx.Node):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _node_args(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _node_args(y)
 
 
 def _materialize(x, env):
@@ -87,7 +76,7 @@ def _foldable(ctx: PassContext, node: fx.Node, key: str) -> bool:
         return False  # a dynamic size: computed at run time (int() would specialize it)
     if key in _SHAPE_ONLY:
         return True
-    inputs = list(_node_args((node.args, node.kwargs)))
+    inputs = list(nodes_in((node.args, node.kwargs)))
     if not all(ctx.is_constant(n) for n in inputs):
         return False
     if is_supported(key):
@@ -105,7 +94,7 @@ def run(ctx: PassContext) -> None:
             continue
         out = node.meta["val"]
         env = {}
-        for n in _node_args((node.args, node.kwargs)):
+        for n in nodes_in((node.args, node.kwargs)):
             if ctx.is_constant(n):
                 env[n] = ctx.constants[n]
             else:  # shape-only operator: only the shape and dtype matter

@@ -64,13 +64,6 @@ class PassContext:
         """Sizes of `node`'s tensor: ints, and torch.SymInt for dynamic dims."""
         return [s if isinstance(s, torch.SymInt) else int(s) for s in node.meta["val"].shape]
 
-    def user_outputs(self) -> list:
-        """The output node's arguments that are the method's outputs."""
-        out = next(n for n in self.graph.nodes if n.op == "output")
-        results = out.args[0]
-        results = list(results) if isinstance(results, (list, tuple)) else [results]
-        return results[len(self.mutated):]
-
     @staticmethod
     def dtype(node: fx.Node) -> torch.dtype:
         return node.meta["val"].dtype
@@ -113,6 +106,18 @@ class PassContext:
         old.replace_all_uses_with(new)
         if not old.users:
             self.graph.erase_node(old)
+
+
+def nodes_in(x):
+    """The FX nodes in an argument value (nested lists, tuples and dicts)."""
+    if isinstance(x, fx.Node):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from nodes_in(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from nodes_in(y)
 
 
 def is_symbolic(x) -> bool:
