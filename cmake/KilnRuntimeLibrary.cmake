@@ -1,4 +1,4 @@
-# Builds `kiln` from the runtime and portable-kernel objects.
+# Builds `kiln` from the runtime and kernel objects (kernels/CMakeLists.txt).
 #  - KILN_BUILD_SHARED=ON: libkiln.so.0 (SONAME libkiln.so.0), hidden visibility
 #    plus a version script, so only the public C++ API is exported.
 #  - OFF: a static archive; the Python extension embeds it and exports nothing.
@@ -18,9 +18,10 @@ if(KILN_BUILD_SHARED)
 else()
   add_library(kiln STATIC)
 endif()
-target_sources(kiln PRIVATE
-  $<TARGET_OBJECTS:kiln_runtime_objects>
-  $<TARGET_OBJECTS:kiln_portable_kernels>)
+target_sources(kiln PRIVATE $<TARGET_OBJECTS:kiln_runtime_objects>)
+foreach(_kiln_kernels IN LISTS KILN_KERNEL_OBJECT_LIBRARIES)
+  target_sources(kiln PRIVATE $<TARGET_OBJECTS:${_kiln_kernels}>)
+endforeach()
 target_include_directories(kiln PUBLIC "$<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/runtime/include>")
 target_link_libraries(kiln PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 if(NOT KILN_BUILD_SHARED)

@@ -1,5 +1,5 @@
 // The cache-blocked float32 GEMM: packed panels on the stack, a 6x8 register micro-kernel.
-#include "gemm.h"
+#include "portable/gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include "kiln/thread_pool.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -238,4 +239,5 @@ void gemm(const GemmProblem& p) noexcept {
 }
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

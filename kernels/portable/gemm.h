@@ -6,6 +6,7 @@
 #include "kiln/tensor.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 // Register tile of the micro-kernel: kGemmMR rows of C by kGemmNR columns.
@@ -51,4 +52,5 @@ struct GemmProblem {
 void gemm(const GemmProblem& p) noexcept;
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

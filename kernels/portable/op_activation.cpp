@@ -1,11 +1,14 @@
 // Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -139,4 +142,5 @@ KILN_REGISTER_KERNEL("aten::hardswish.default", "f32|f64", hardswish_run);
 KILN_REGISTER_KERNEL("aten::hardsigmoid.default", "f32|f64", hardsigmoid_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

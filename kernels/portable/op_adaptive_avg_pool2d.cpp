@@ -1,8 +1,10 @@
 // aten::adaptive_avg_pool2d.default: mean over floor/ceil-split regions to a fixed output size.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/window.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status adaptive_avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
@@ -51,4 +53,5 @@ Status adaptive_avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::adaptive_avg_pool2d.default", "f32", adaptive_avg_pool2d_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,9 +1,11 @@
 // aten::addmm.default: beta * self + alpha * (mat1 @ mat2), self broadcast to [M, N].
-#include "gemm.h"
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "portable/gemm.h"
+#include "common/kernel_args.h"
+#include "common/broadcast.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status addmm_run(KernelContext&, Inputs in, Outputs out) {
@@ -65,4 +67,5 @@ Status addmm_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::addmm.default", "f32,f32,f32", addmm_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,12 @@
 // aten::avg_pool2d.default: windowed mean with PyTorch's padding, ceil_mode and divisor rules.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <algorithm>
+
+#include "common/kernel_args.h"
+#include "common/window.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
@@ -69,4 +73,5 @@ Status avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::avg_pool2d.default", "f32", avg_pool2d_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

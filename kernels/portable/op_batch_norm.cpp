@@ -1,10 +1,12 @@
 // aten::_native_batch_norm_legit_no_training.default: inference batch norm over dim 1 (writes output 0 only).
+#include <algorithm>
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status batch_norm_no_training_run(KernelContext&, Inputs in, Outputs out) {
@@ -61,4 +63,5 @@ KILN_REGISTER_KERNEL("aten::_native_batch_norm_legit_no_training.default", "f32,
                      batch_norm_no_training_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

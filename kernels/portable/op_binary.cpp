@@ -1,10 +1,12 @@
 // Broadcasting arithmetic: add.Tensor, sub.Tensor (with alpha), mul.Tensor, div.Tensor.
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -82,4 +84,5 @@ KILN_REGISTER_KERNEL("aten::mul.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32", mul_
 KILN_REGISTER_KERNEL("aten::div.Tensor", "f32,f32|f64,f64", div_tensor_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,13 +1,16 @@
 // Broadcasting math beyond the four basic operators: pow.Tensor_Tensor, pow.Scalar, div.Tensor_mode
 // (rounding_mode None, "trunc", "floor") and remainder (.Tensor, .Scalar), with PyTorch's floor/modulo
 // conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -200,4 +203,5 @@ KILN_REGISTER_KERNEL("aten::remainder.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32"
 KILN_REGISTER_KERNEL("aten::remainder.Scalar", "f32|f64|i64|i32", remainder_scalar_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,10 @@
 // aten::cat.default: concatenation along one dim (legacy empty 1-D inputs are skipped).
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status cat_run(KernelContext&, Inputs in, Outputs out) {
@@ -76,4 +78,5 @@ Status cat_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::cat.default", "*", cat_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -3,10 +3,12 @@
 // compare them in the type ATen would promote to (f64 > f32 > i64).
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -255,4 +257,5 @@ KILN_REGISTER_KERNEL("aten::bitwise_or.Tensor", "*", bitwise_or_run);
 KILN_REGISTER_KERNEL("aten::bitwise_xor.Tensor", "*", bitwise_xor_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,9 +1,13 @@
 // aten::conv2d.default: grouped 2-D convolution (implicit-im2col GEMM, direct depthwise).
-#include "gemm.h"
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <algorithm>
+
+#include "portable/gemm.h"
+#include "common/kernel_args.h"
+#include "common/window.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -180,4 +184,5 @@ Status conv2d_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::conv2d.default", "f32,f32|f32,f32,f32", conv2d_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

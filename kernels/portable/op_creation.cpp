@@ -3,10 +3,12 @@
 // every call, so they may change between calls within the planned capacity.
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/dtype_dispatch.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -207,4 +209,5 @@ KILN_REGISTER_KERNEL("aten::full_like.default", "*", full_like_run);
 KILN_REGISTER_KERNEL("aten::scalar_tensor.default", "*", scalar_tensor_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,11 @@
 // aten::embedding.default: gathers rows of weight by i64/i32 indices; bad indices fail, never read out of bounds.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <cstring>
+
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -63,4 +66,5 @@ Status embedding_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::embedding.default", "*", embedding_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,10 @@
 // aten::expand.default: broadcast to a larger shape, materialised as a copy.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status expand_run(KernelContext&, Inputs in, Outputs out) {
@@ -44,4 +46,5 @@ Status expand_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::expand.default", "*", expand_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,10 +1,15 @@
 // Indexing along one dim: index_select, gather (reads) and index_copy, slice_scatter (writes, in place
 // when the output is self). Every index is checked before any element moves; like ATen, these ops take
 // indices in [0, size) only (no wrapping of negative ones, unlike index.Tensor).
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <cstring>
+#include <algorithm>
+
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -239,4 +244,5 @@ KILN_REGISTER_KERNEL("aten::index_copy.default", "*", index_copy_run);
 KILN_REGISTER_KERNEL("aten::slice_scatter.default", "*", slice_scatter_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -2,10 +2,16 @@
 // when the output is self). Supported forms: any number of leading None, then consecutive i64/i32 index
 // tensors broadcast together, then nothing or None; negative indices wrap once, anything out of range
 // fails before a byte is read or written.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <cstring>
+
+#include "common/kernel_args.h"
+#include "common/broadcast.h"
+#include "common/dtype_dispatch.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -235,4 +241,5 @@ KILN_REGISTER_KERNEL("aten::index.Tensor", "*", index_tensor_run);
 KILN_REGISTER_KERNEL("aten::index_put.default", "*", index_put_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

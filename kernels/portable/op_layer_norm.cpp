@@ -1,10 +1,11 @@
 // aten::layer_norm.default: normalise over the trailing normalized_shape dims (single output).
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status layer_norm_run(KernelContext&, Inputs in, Outputs out) {
@@ -76,4 +77,5 @@ Status layer_norm_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::layer_norm.default", "f32|f32,f32|f32,f32,f32", layer_norm_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

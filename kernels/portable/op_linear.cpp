@@ -1,9 +1,13 @@
 // aten::linear.default: y = x @ W^T + b through the shared GEMM.
-#include "gemm.h"
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <cstring>
+#include <algorithm>
+
+#include "portable/gemm.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status linear_run(KernelContext&, Inputs in, Outputs out) {
@@ -64,4 +68,5 @@ Status linear_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::linear.default", "f32,f32|f32,f32,f32", linear_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

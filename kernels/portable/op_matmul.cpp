@@ -1,9 +1,12 @@
 // aten::matmul.default: torch.matmul with 1-D operands and broadcast batch dims.
-#include "gemm.h"
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <algorithm>
+
+#include "portable/gemm.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status matmul_run(KernelContext&, Inputs in, Outputs out) {
@@ -70,4 +73,5 @@ Status matmul_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::matmul.default", "f32,f32", matmul_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

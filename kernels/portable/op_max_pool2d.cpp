@@ -1,11 +1,14 @@
 // aten::max_pool2d.default: windowed maximum with padding, dilation and ceil_mode (values only).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/window.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
@@ -68,4 +71,5 @@ Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::max_pool2d.default", "f32", max_pool2d_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,9 +1,10 @@
 // aten::mm.default and aten::bmm.default: plain and batched matrix products.
-#include "gemm.h"
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "portable/gemm.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -71,4 +72,5 @@ KILN_REGISTER_KERNEL("aten::mm.default", "f32,f32", mm_run);
 KILN_REGISTER_KERNEL("aten::bmm.default", "f32,f32", bmm_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,10 @@
 // Dim reorderings materialised as copies: permute.default and transpose.int.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -66,4 +68,5 @@ KILN_REGISTER_KERNEL("aten::permute.default", "*", permute_run);
 KILN_REGISTER_KERNEL("aten::transpose.int", "*", transpose_int_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,11 +1,14 @@
 // Sum and mean reductions: sum.dim_IntList, mean.dim, sum.default, mean.default.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/dtype_dispatch.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -186,4 +189,5 @@ KILN_REGISTER_KERNEL("aten::sum.default", "*", sum_run);
 KILN_REGISTER_KERNEL("aten::mean.default", "*", mean_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

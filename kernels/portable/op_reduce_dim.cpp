@@ -1,13 +1,17 @@
 // Reductions along dims that keep ATen's arg/extremum semantics: argmax/argmin, max.dim/min.dim
 // (values + i64 indices), amax/amin, linalg_vector_norm. NaN wins every max/min (the first one
 // for the index); ties give the first index.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/dtype_dispatch.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -261,4 +265,5 @@ KILN_REGISTER_KERNEL("aten::amin.default", "*", amin_run);
 KILN_REGISTER_KERNEL("aten::linalg_vector_norm.default", "f32|f64", linalg_vector_norm_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -3,13 +3,15 @@
 // q [B, H, L, E] (or [H, L, E]), k [B, Hkv, S, E], v [B, Hkv, S, Ev]; H a multiple of Hkv with
 // enable_gqa. attn_mask: bool (true = attend) or the dtype of q, broadcastable to [B, H, L, S].
 // A row with every position masked gives zeros, as PyTorch's CPU kernel does. dropout_p must be 0.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -143,4 +145,5 @@ Status sdpa_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::scaled_dot_product_attention.default", "*", sdpa_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,12 @@
 // Indexing along one dim: slice.Tensor (clamped start/end, positive step) and select.int.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include <algorithm>
+
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 Status slice_tensor_run(KernelContext&, Inputs in, Outputs out) {
@@ -79,4 +83,5 @@ KILN_REGISTER_KERNEL("aten::slice.Tensor", "*", slice_tensor_run);
 KILN_REGISTER_KERNEL("aten::select.int", "*", select_int_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,11 +1,13 @@
 // aten::_softmax.default and aten::_log_softmax.default: max-shifted, double-accumulated.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -112,4 +114,5 @@ KILN_REGISTER_KERNEL("aten::_softmax.default", "f32|f64", softmax_run);
 KILN_REGISTER_KERNEL("aten::_log_softmax.default", "f32|f64", log_softmax_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

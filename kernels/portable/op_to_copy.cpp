@@ -1,8 +1,11 @@
 // aten::_to_copy.default: dtype conversion copy among f32, f64, i64, i32, bool, u8, i8.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -51,4 +54,5 @@ Status to_copy_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::_to_copy.default", "*", to_copy_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

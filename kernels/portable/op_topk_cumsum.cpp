@@ -2,10 +2,12 @@
 // selection heap, so nothing is allocated) and cumsum.default.
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/dtype_dispatch.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -168,4 +170,5 @@ KILN_REGISTER_KERNEL("aten::topk.default", "*", topk_run);
 KILN_REGISTER_KERNEL("aten::cumsum.default", "*", cumsum_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,10 +1,12 @@
 // Elementwise math: neg, abs, exp, log, sqrt, rsqrt, cos, sin, erf, reciprocal, sign and pow(tensor, scalar).
 #include <cmath>
 
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/elementwise.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -115,4 +117,5 @@ KILN_REGISTER_KERNEL("aten::sign.default", "f32|f64|i64|i32", sign_run);
 KILN_REGISTER_KERNEL("aten::pow.Tensor_Scalar", "f32|f64", pow_tensor_scalar_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,10 @@
 // Reshapes with copy semantics: view.default, squeeze.dims, unsqueeze.default, clone.default.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/strided_copy.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -101,4 +103,5 @@ KILN_REGISTER_KERNEL("aten::unsqueeze.default", "*", unsqueeze_run);
 KILN_REGISTER_KERNEL("aten::clone.default", "*", clone_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

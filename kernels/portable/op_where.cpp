@@ -1,8 +1,11 @@
 // Masked selection with broadcasting: where.self and masked_fill.Scalar.
-#include "kernel_util.h"
-#include "portable_ops.h"
+#include "common/kernel_args.h"
+#include "common/broadcast.h"
+#include "common/dtype_dispatch.h"
+#include "portable/portable_ops.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 namespace {
 
@@ -90,4 +93,5 @@ KILN_REGISTER_KERNEL("aten::where.self", "*", where_self_run);
 KILN_REGISTER_KERNEL("aten::masked_fill.Scalar", "*", masked_fill_scalar_run);
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include "kiln/kernel.h"
 
 namespace kiln {
+namespace kernels {
 namespace portable {
 
 #define KILN_PORTABLE_OP(name) \
@@ -118,4 +119,5 @@ KILN_PORTABLE_OP(sdpa_run);
 #undef KILN_PORTABLE_OP
 
 }  // namespace portable
+}  // namespace kernels
 }  // namespace kiln

@@ -2,7 +2,7 @@
 //
 // Calls the run functions directly (kernels/portable/portable_ops.h), so it
 // needs only the runtime core and the kernel sources. From the repository root:
-//   g++ -std=c++17 -O3 -Iruntime/include -Iruntime -Ikernels/portable tests/cpp/kernel_test.cpp
+//   g++ -std=c++17 -O3 -Iruntime/include -Iruntime -Ikernels tests/cpp/kernel_test.cpp kernels/common/*.cpp
 //       kernels/portable/*.cpp runtime/core/*.cpp runtime/registry/*.cpp -o kernel_test -lpthread -ldl
 //   ./kernel_test            # all checks, on 1 and 2 threads
 //   ./kernel_test bench 1    # 512x512x512 GEMM GFLOP/s on 1 thread
@@ -18,12 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "gemm.h"
+#include "portable/gemm.h"
 #include "kiln/kernel.h"
-#include "portable_ops.h"
+#include "portable/portable_ops.h"
 
 using namespace kiln;
-using namespace kiln::portable;
+using namespace kiln::kernels;
+using namespace kiln::kernels::portable;
 
 namespace {
 

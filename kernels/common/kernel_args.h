@@ -1,0 +1,78 @@
+// Kernel argument getters and checks: each failure is KernelFailure naming the operator and argument.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/kernel.h"
+#include "shape_math.h"
+
+namespace kiln {
+namespace kernels {
+
+using Inputs = Span<const Value* const>;
+using Outputs = Span<Tensor* const>;
+
+// ---- argument checks: each returns KernelFailure naming `op` and the argument.
+
+// Also rejects outputs that share memory with a tensor argument (see check_no_alias).
+Status check_arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out,
+                   bool extra_outputs_ok = false);
+// Outputs may not share a byte with any tensor argument (tensor lists included),
+// nor be the same Tensor. The memory planner never lets them (an instruction's
+// inputs and outputs have overlapping lifetimes), so only a corrupt program
+// does; a kernel resizing such an output would change its own input under it.
+Status check_no_alias(const char* op, Inputs in, Outputs out);
+// check_arity for kernels that may update `self` (argument 0) in place: output 0
+// may be exactly self (same data pointer and dtype; the runtime aliases them to
+// update state such as a KV cache without a copy). Any other sharing, and any
+// partial overlap with self, is still refused. *in_place tells which case it is.
+Status check_arity_inplace(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool* in_place);
+// Tensor arguments are checked with check_tensor.
+Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+// None -> *out = nullptr.
+Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out);
+// None -> *present = false.
+Status optional_int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out, bool* present);
+Status bool_arg(const char* op, Inputs in, size_t i, const char* name, bool* out);
+// Int, Double or Bool as a double.
+Status scalar_arg(const char* op, Inputs in, size_t i, const char* name, double* out);
+Status optional_scalar_arg(const char* op, Inputs in, size_t i, const char* name, double* out, bool* present);
+Status int_list_arg(const char* op, Inputs in, size_t i, const char* name, Span<const int64_t>* out);
+// None -> *present = false.
+Status optional_int_list_arg(const char* op, Inputs in, size_t i, const char* name, Span<const int64_t>* out,
+                             bool* present);
+// An int[2] parameter (kernel_size, stride, ...): length 1 is repeated, a bare
+// Int is accepted too; length 0 is allowed only when `empty_ok` (then *empty = true).
+Status pair_arg(const char* op, Inputs in, size_t i, const char* name, int64_t out[2], bool empty_ok = false,
+                bool* empty = nullptr);
+Status string_arg(const char* op, Inputs in, size_t i, const char* name, const char** data, size_t* size);
+// An optional ScalarType argument (None or Int holding a kiln ScalarType code).
+Status optional_dtype_arg(const char* op, Inputs in, size_t i, const char* name, ScalarType* out, bool* present);
+
+Status check_dtype(const char* op, const Tensor& t, const char* name, ScalarType expected);
+Status check_same_dtype(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn);
+// Equal shapes.
+inline bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+// Wraps a possibly negative dim into [0, rank); rank 0 accepts 0 and -1 like PyTorch.
+Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out);
+// Resizes an output after check_shape (so no product of its sizes overflows),
+// naming the op when it does not fit.
+Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes);
+
+// Common prologue of dtype-agnostic copy kernels: self is a tensor, the output
+// has its dtype, and the dtype has a known element size.
+Status copy_setup(const char* op, Inputs in, Outputs out, size_t n_in, const Tensor** x);
+
+// Common prologue of `y = f(x)` kernels: arity, x is a tensor of one of the
+// dtypes `dispatch` accepts (checked by the caller), y has x's dtype and shape.
+Status unary_setup(const char* op, Inputs in, Outputs out, size_t n_in, const Tensor** x);
+
+}  // namespace kernels
+}  // namespace kiln
