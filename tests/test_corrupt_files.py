@@ -120,5 +120,5 @@ def test_messages_say_what_and_where(base, tmp_path):
 
 
 def test_arena_limit_is_enforced(base):
-    with pytest.raises(kiln.KilnError, match="max_arena_bytes"):
-        kiln.load(base, max_arena_bytes=1024)
+    with pytest.raises(kiln.KilnError, match="max_memory_bytes"):
+        kiln.load(base, max_memory_bytes=1024)

@@ -7,8 +7,9 @@ on first use.
 from . import _kiln
 from ._kiln import __version__
 from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
-from ._program import Method, MethodSpec, Program, TensorSpec, load
+from ._program import InstructionInfo, Method, MethodSpec, Program, TensorSpec, load
 from ._registry import (
+    detected_isa,
     load_library,
     load_plugins,
     runtime_copies,
@@ -42,6 +43,8 @@ __all__ = [
     "Method",
     "MethodSpec",
     "TensorSpec",
+    "InstructionInfo",
+    "detected_isa",
     "registered_kernels",
     "registered_backends",
     "registration_failures",

@@ -10,7 +10,7 @@ import numpy as np
 from . import _kiln, _registry
 from .errors import InvalidArgument, InvalidInput, MissingBackend, MissingKernel
 
-DEFAULT_MAX_ARENA_BYTES = 4 << 30
+DEFAULT_MAX_MEMORY_BYTES = 4 << 30
 
 # kiln dtype names (runtime/include/kiln/tensor.h) -> numpy dtype names.
 _NUMPY_DTYPES = {
@@ -55,6 +55,21 @@ class MethodSpec:
                    d["num_instructions"], [TensorSpec._from_native(s) for s in d["state"]])
 
 
+@dataclass(frozen=True)
+class InstructionInfo:
+    """How one instruction of a loaded method is served: its kind ("kernel",
+    "backend", "move" or "int_op"), operator, the library and tier of the
+    kernel that serves it (0: portable reference, 100: optimized), the bytes of
+    packed weights it created and the scratch it planned."""
+
+    kind: str
+    op: str
+    library: str
+    tier: int
+    packed_bytes: int
+    scratch_bytes: int
+
+
 def _as_input(x):
     """Pass arrays, DLPack and buffer objects through untouched (bound without a copy)."""
     if isinstance(x, np.ndarray):
@@ -86,6 +101,16 @@ class Method:
         self.state_specs = self.spec.state_specs
         self.arena_bytes: list[int] = self.spec.arena_bytes
         self.num_instructions: int = self.spec.num_instructions
+
+    @property
+    def instructions(self) -> list[InstructionInfo]:
+        """Per instruction: which kernel (library, tier) or backend serves it."""
+        return [InstructionInfo(*i) for i in self._native.instructions]
+
+    @property
+    def isa(self) -> str:
+        """The instruction-set level the optimized kernels were prepared for."""
+        return self._native.isa
 
     def run(self, *inputs) -> list[np.ndarray]:
         """Run the method; returns a list with one new numpy array per output."""
@@ -135,6 +160,11 @@ class Program:
     def producer(self) -> str:
         return self._native.producer
 
+    @property
+    def packed_bytes(self) -> int:
+        """Bytes of prepacked weights the loaded methods created (shared by all methods)."""
+        return self._native.packed_bytes
+
     def method_spec(self, name: str = "forward") -> MethodSpec:
         """Inputs, outputs and planned memory of method `name`, without loading it
         (no kernel is resolved, no memory is allocated)."""
@@ -178,18 +208,25 @@ class Program:
         return f"<kiln.Program methods={self.method_names} size={self.size_bytes}B>"
 
 
-def load(source, *, max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES) -> Program:
+def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "") -> Program:
     """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
+
+    `max_memory_bytes` bounds what a method may plan (arenas, kernel scratch)
+    plus the program's packed weights. `kernels="portable"` forces the
+    reference kernels (default: KILN_KERNELS, else "optimized": the fastest
+    kernel that accepts each instruction); `isa` lowers the instruction set the
+    optimized kernels use ("baseline", "avx2", "avx512", "neon"; default:
+    KILN_ISA, else what the CPU supports).
 
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.
     """
     if isinstance(source, (str, os.PathLike)):
-        return Program(_kiln.load_file(os.fspath(source), int(max_arena_bytes)))
+        return Program(_kiln.load_file(os.fspath(source), int(max_memory_bytes), kernels, isa))
     try:
         memoryview(source)
     except TypeError:
         raise InvalidArgument(
             f"kiln.load takes a path, bytes or a buffer object, not {type(source).__name__}"
         ) from None
-    return Program(_kiln.load_buffer(source, int(max_arena_bytes)))
+    return Program(_kiln.load_buffer(source, int(max_memory_bytes), kernels, isa))

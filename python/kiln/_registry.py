@@ -14,6 +14,9 @@ class KernelRegistration:
     op_name: str
     dtypes: str
     library: str
+    # Higher tiers are tried first at method load: 0 is the portable reference
+    # kernels, 100 the optimized ones; plugins may use any tier.
+    tier: int = 0
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,11 @@ def runtime_copies() -> list[str]:
 def runtime_library_path() -> str:
     """The file that holds the registries: libkiln.so.0 (or this module in a static build)."""
     return _kiln.runtime_library_path()
+
+
+def detected_isa() -> str:
+    """The highest instruction-set level this CPU supports ("avx512", "avx2", "neon" or "baseline")."""
+    return _kiln.detected_isa()
 
 
 def num_threads() -> int:

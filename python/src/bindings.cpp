@@ -130,10 +130,17 @@ std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
   });
 }
 
-PyProgram load_buffer(nb::handle obj, uint64_t max_arena_bytes) {
-  std::shared_ptr<Py_buffer> view = hold_buffer(obj);
+kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
   kiln::LoadOptions options;
-  options.max_arena_bytes = max_arena_bytes;
+  options.max_memory_bytes = max_memory_bytes;
+  options.kernels = kernels;
+  options.isa = isa;
+  return options;
+}
+
+PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
+  std::shared_ptr<Py_buffer> view = hold_buffer(obj);
+  kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
   // Program::load_from_buffer borrows 64-byte aligned memory and copies the
   // rest. Writable buffers are copied regardless: the caller could change them
   // after verification.
@@ -232,7 +239,7 @@ nb::list run_method(PyMethod& self, const std::vector<nb::ndarray<nb::ro, nb::de
 
 nb::list kernels_list(const std::vector<kiln::KernelInfo>& kernels) {
   nb::list out;
-  for (const auto& k : kernels) out.append(nb::make_tuple(k.op_name, k.dtypes, k.library));
+  for (const auto& k : kernels) out.append(nb::make_tuple(k.op_name, k.dtypes, k.library, k.tier));
   return out;
 }
 
@@ -267,17 +274,27 @@ NB_MODULE(_kiln, m) {
         return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}};
       }, nb::rv_policy::take_ownership)
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
+      .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
       .def_prop_ro("producer", [](const PyProgram& p) { return p.program->producer(); })
       .def_prop_ro("borrows_buffer", [](const PyProgram& p) { return p.borrowed != nullptr; });
 
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
       .def("run", &run_method)
-      .def("reset_state", [](PyMethod& self) { self.method.reset_state(); });
+      .def("reset_state", [](PyMethod& self) { self.method.reset_state(); })
+      .def_prop_ro("isa", [](const PyMethod& self) { return kiln::isa_name(self.method.isa()); })
+      .def_prop_ro("instructions", [](const PyMethod& self) {
+        nb::list out;
+        for (const kiln::InstructionInfo& info : self.method.instructions()) {
+          out.append(nb::make_tuple(info.kind, info.op, info.library, info.tier, info.packed_bytes,
+                                    info.scratch_bytes));
+        }
+        return out;
+      });
 
-  m.def("load_file", [](const std::string& path, uint64_t max_arena_bytes) {
-    kiln::LoadOptions options;
-    options.max_arena_bytes = max_arena_bytes;
+  m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
+                        const std::string& isa) {
+    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
     kiln::Result<kiln::Program> program = [&] {
       nb::gil_scoped_release release;
       return kiln::Program::load(path, options);
@@ -303,6 +320,7 @@ NB_MODULE(_kiln, m) {
   m.def("runtime_copies", &kiln::runtime_copies);
   m.def("check_single_runtime", [] { check(kiln::check_single_runtime()); });
   m.def("num_threads", &kiln::num_threads);
+  m.def("detected_isa", [] { return kiln::isa_name(kiln::detected_isa()); });
   m.def("set_num_threads", [](int n) {
     nb::gil_scoped_release release;
     kiln::set_num_threads(n);

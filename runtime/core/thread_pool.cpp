@@ -1,20 +1,44 @@
 // The runtime-owned thread pool behind kiln::parallel_for (process-wide state).
+//
+// Several parallel_for calls may be in flight at once, one per calling thread:
+// each posts its job into a free slot, works through its own chunks, and the
+// workers help whichever posted job still has chunks left. A caller only ever
+// runs chunks of its own job (worker_index() 0 stays meaningful per job).
+// Workers spin briefly after running out of work so that back-to-back
+// operators do not pay a sleep and wake-up each.
 #include "kiln/thread_pool.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
+
+#include "core/thread_pool_internal.h"
 
 namespace kiln {
 namespace {
 
 thread_local bool t_inside_parallel_for = false;
+thread_local int t_worker_index = 0;
+thread_local int t_session_depth = 0;
+
+// How long an idle worker, and a caller waiting for workers, spin before sleeping.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 int default_thread_count() {
   if (const char* env = std::getenv("KILN_NUM_THREADS")) {
@@ -29,114 +53,179 @@ int default_thread_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Workers sleep on a condition variable and claim chunks of the current job
-// through an atomic counter. The job is only replaced while no worker holds it
-// (active_ == 0), so a late-waking worker can never run a stale closure.
+struct Job {
+  internal::RangeFn fn;
+  void* closure;
+  int64_t n, chunk, num_chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> caller_sleeping{false};
+};
+
+// A posted job. `users` counts workers that may be looking at `job`: the caller
+// clears `job` and then waits for `users` to drain before its Job (on its
+// stack) goes away.
+struct Slot {
+  std::atomic<Job*> job{nullptr};
+  std::atomic<int> users{0};
+};
+
 class Pool {
  public:
   Pool() { start(default_thread_count()); }
 
-  int size() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return static_cast<int>(workers_.size()) + 1;
-  }
+  int size() const { return size_.load(std::memory_order_relaxed); }
 
   void resize(int n) {
-    std::lock_guard<std::mutex> run_lock(run_mutex_);
+    std::unique_lock<std::shared_mutex> lock(resize_mutex_);
     stop();
     start(n < 1 ? default_thread_count() : n);
   }
 
+  std::shared_mutex& resize_mutex() { return resize_mutex_; }
+
   void run(int64_t n, int64_t grain, internal::RangeFn fn, void* closure) {
-    std::lock_guard<std::mutex> run_lock(run_mutex_);
     grain = std::max<int64_t>(grain, 1);
-    int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(workers_.size()) + 1);
-    if (chunks <= 1) {
+    const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, size());
+    Slot* slot = chunks > 1 ? claim_slot() : nullptr;
+    if (slot == nullptr) {  // nothing to share, or every slot busy
       fn(closure, 0, n);
       return;
     }
-    {
+    Job job;
+    job.fn = fn;
+    job.closure = closure;
+    job.n = n;
+    job.chunk = (n + chunks - 1) / chunks;
+    job.num_chunks = chunks;
+    slot->job.store(&job);
+    posted_.fetch_add(1);
+    if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = fn;
-      closure_ = closure;
-      n_ = n;
-      chunk_ = (n + chunks - 1) / chunks;
-      num_chunks_ = chunks;
-      next_.store(0);
-      done_.store(0);
-      ++generation_;
+      work_cv_.notify_all();
     }
-    work_cv_.notify_all();
-    work_through_chunks();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return done_.load() == num_chunks_ && active_ == 0; });
+    work_through(job);
+    wait_done(job);
+    slot->job.store(nullptr);
+    while (slot->users.load() != 0) cpu_relax();
+    slot_busy_[slot - slots_].store(false);
   }
 
  private:
+  static constexpr int kSlots = 16;
+
+  Slot* claim_slot() {
+    for (int i = 0; i < kSlots; ++i) {
+      bool expected = false;
+      if (slot_busy_[i].compare_exchange_strong(expected, true)) return &slots_[i];
+    }
+    return nullptr;
+  }
+
+  // Runs unclaimed chunks of `job`; true if it ran any.
+  static bool work_through(Job& job) {
+    bool ran = false;
+    const bool was_inside = t_inside_parallel_for;
+    t_inside_parallel_for = true;
+    for (int64_t c = job.next.fetch_add(1); c < job.num_chunks; c = job.next.fetch_add(1)) {
+      const int64_t begin = c * job.chunk, end = std::min(job.n, begin + job.chunk);
+      if (begin < end) job.fn(job.closure, begin, end);
+      ran = true;
+      if (job.done.fetch_add(1) + 1 == job.num_chunks && job.caller_sleeping.load()) {
+        // The caller gave up spinning: wake it. Taking the mutex orders this
+        // after its check of `done`.
+        std::lock_guard<std::mutex> lock(done_mutex());
+        done_cv().notify_all();
+      }
+    }
+    t_inside_parallel_for = was_inside;
+    return ran;
+  }
+
+  void wait_done(Job& job) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (job.done.load() != job.num_chunks) {
+      if (std::chrono::steady_clock::now() < until) {
+        cpu_relax();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(done_mutex());
+      job.caller_sleeping.store(true);
+      done_cv().wait(lock, [&] { return job.done.load() == job.num_chunks; });
+    }
+  }
+
+  static std::mutex& done_mutex() {
+    static std::mutex* m = new std::mutex();
+    return *m;
+  }
+  static std::condition_variable& done_cv() {
+    static std::condition_variable* cv = new std::condition_variable();
+    return *cv;
+  }
+
+  // One pass over the slots; true if it ran any chunk.
+  bool help() {
+    bool ran = false;
+    for (Slot& slot : slots_) {
+      if (slot.job.load(std::memory_order_relaxed) == nullptr) continue;
+      slot.users.fetch_add(1);
+      if (Job* job = slot.job.load()) ran |= work_through(*job);
+      slot.users.fetch_sub(1);
+    }
+    return ran;
+  }
+
+  void worker_loop(int index) {
+    t_worker_index = index;
+    for (;;) {
+      const uint64_t seen = posted_.load();
+      if (stopping_.load()) return;
+      if (help()) continue;
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      bool posted = false;
+      while (std::chrono::steady_clock::now() < until) {
+        if (posted_.load(std::memory_order_relaxed) != seen || stopping_.load(std::memory_order_relaxed)) {
+          posted = true;
+          break;
+        }
+        cpu_relax();
+      }
+      if (posted) continue;
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1);
+      work_cv_.wait(lock, [&] { return stopping_.load() || posted_.load() != seen; });
+      sleepers_.fetch_sub(1);
+    }
+  }
+
   void start(int n) {
-    stopping_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+    stopping_.store(false);
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    size_.store(n);
   }
 
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     work_cv_.notify_all();
     for (auto& t : workers_) t.join();
     workers_.clear();
+    size_.store(1);
   }
 
-  void work_through_chunks() {
-    t_inside_parallel_for = true;
-    for (int64_t c = next_.fetch_add(1); c < num_chunks_; c = next_.fetch_add(1)) {
-      int64_t begin = c * chunk_;
-      int64_t end = std::min(n_, begin + chunk_);
-      if (begin < end) fn_(closure_, begin, end);
-      done_.fetch_add(1);
-    }
-    t_inside_parallel_for = false;
-  }
-
-  void worker_loop() {
-    uint64_t seen = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      seen = generation_;
-    }
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        work_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        ++active_;
-      }
-      work_through_chunks();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --active_;
-      }
-      done_cv_.notify_all();
-    }
-  }
-
-  std::mutex run_mutex_;  // one parallel_for at a time across caller threads
+  std::shared_mutex resize_mutex_;  // shared by calls in flight, exclusive for resize
+  std::atomic<int> size_{1};
+  std::vector<std::thread> workers_;
+  Slot slots_[kSlots];
+  std::atomic<bool> slot_busy_[kSlots] = {};
+  std::atomic<uint64_t> posted_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex mutex_;
   std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::vector<std::thread> workers_;
-  bool stopping_ = false;
-  uint64_t generation_ = 0;
-  int active_ = 0;
-  internal::RangeFn fn_ = nullptr;
-  void* closure_ = nullptr;
-  int64_t n_ = 0;
-  int64_t chunk_ = 0;
-  int64_t num_chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> done_{0};
 };
 
 Pool& pool() {
@@ -151,19 +240,34 @@ Pool& pool() {
 int num_threads() noexcept { return pool().size(); }
 
 void set_num_threads(int n) noexcept {
-  if (t_inside_parallel_for) return;
+  // Inside parallel_for or a method's execution the caller holds the pool; a
+  // resize would wait for itself.
+  if (t_inside_parallel_for || t_session_depth > 0) return;
   pool().resize(n);
 }
 
+int worker_index() noexcept { return t_worker_index; }
+
 namespace internal {
+
+PoolSession::PoolSession() noexcept {
+  if (t_session_depth++ == 0) pool().resize_mutex().lock_shared();
+}
+
+PoolSession::~PoolSession() {
+  if (--t_session_depth == 0) pool().resize_mutex().unlock_shared();
+}
+
 void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* closure) noexcept {
   if (n <= 0) return;
   if (t_inside_parallel_for || n <= grain) {
     fn(closure, 0, n);
     return;
   }
+  PoolSession session;
   pool().run(n, grain, fn, closure);
 }
+
 }  // namespace internal
 
 }  // namespace kiln

@@ -3,10 +3,12 @@
 // loader/verifier.cpp; this file trusts them and says which check it relies on.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "core/thread_pool_internal.h"
 #include "executor/method_state.h"
 #include "kiln/log.h"
 
@@ -93,13 +95,24 @@ Status run_int_op(Step& step) {
   return Status::ok();
 }
 
-Status resolve_kernel(const std::string& op, const std::vector<const Value*>& args, const KernelEntry** out) {
+// Every kernel that may serve `op` with these arguments, in the order they are
+// tried: highest tier first, or only the lowest tier when the reference
+// kernels are forced.
+Status find_candidates(const std::string& op, const std::vector<const Value*>& args, bool reference_only,
+                       std::vector<const KernelEntry*>* out) {
   std::vector<ScalarType> dtypes;
   for (const Value* v : args) {
     if (v->is_tensor()) dtypes.push_back(v->tensor->dtype());
   }
-  *out = find_kernel(op, dtypes);
-  if (*out != nullptr) return Status::ok();
+  *out = find_kernels(op, dtypes);
+  if (!out->empty()) {
+    if (reference_only) {
+      const int32_t lowest = out->back()->tier;
+      out->erase(std::remove_if(out->begin(), out->end(), [&](const KernelEntry* k) { return k->tier != lowest; }),
+                 out->end());
+    }
+    return Status::ok();
+  }
   std::string known;
   for (const auto& k : registered_kernels()) {
     if (k.op_name == op) known += (known.empty() ? "" : ", ") + std::string("(") + k.dtypes + ")";
@@ -110,6 +123,15 @@ Status resolve_kernel(const std::string& op, const std::vector<const Value*>& ar
                                    : "; registered dtypes: " + known));
 }
 
+size_t round_up_64(size_t n) { return (n + 63) / 64 * 64; }
+
+// a + b and a * b, saturating (for byte totals compared against a limit).
+uint64_t sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const ProgramData> program, size_t index) {
@@ -118,25 +140,37 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
   s.program = program;
   s.method = program->program->methods()->Get(static_cast<flatbuffers::uoffset_t>(index));
   s.spec = program->specs[index];
-  const schema::Method& m = *s.method;
-  const auto& values = *m.values();
+  KILN_RETURN_IF_ERROR(s.allocate_arenas());
+  KILN_RETURN_IF_ERROR(s.build_values());
+  // Resolve every kernel and backend now, so that a missing one fails the load
+  // and never a run; prepare once all steps exist, so that a failure leaves
+  // every state for the destructor to release.
+  KILN_RETURN_IF_ERROR(s.bind_steps());
+  KILN_RETURN_IF_ERROR(s.prepare_steps());
+  s.reset_state();
+  return state;
+}
 
-  // Planned memory, once per loaded method (verify_program bounded the total).
-  if (m.arena_sizes() != nullptr) {
-    for (uint64_t size : *m.arena_sizes()) {
-      Arena a;
-      a.size = static_cast<size_t>(size);
-      if (a.size > 0) {
-        a.data = allocate_arena(a.size);
-        if (a.data == nullptr) return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
-      }
-      s.arenas.push_back(a);
+// Planned memory, once per loaded method (verify_program bounded the total).
+Status MethodState::allocate_arenas() {
+  if (method->arena_sizes() == nullptr) return Status::ok();
+  for (uint64_t size : *method->arena_sizes()) {
+    Arena a;
+    a.size = static_cast<size_t>(size);
+    if (a.size > 0) {
+      a.data = allocate_arena(a.size);
+      if (a.data == nullptr) return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
     }
+    arenas.push_back(a);
   }
+  return Status::ok();
+}
 
-  // Value table. Counts first so that the vectors never reallocate.
+// The value table. Counts first so that the vectors never reallocate.
+Status MethodState::build_values() {
+  const auto& vals = *method->values();
   size_t num_tensors = 0, num_list_items = 0, num_list_ints = 0;
-  for (const schema::Value* v : values) {
+  for (const schema::Value* v : vals) {
     if (v->value_type() == ValueKind::Tensor) ++num_tensors;
     if (v->value_type() == ValueKind::TensorList && v->value_as_TensorList()->items()) {
       num_list_items += v->value_as_TensorList()->items()->size();
@@ -145,22 +179,19 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
       num_list_ints += v->value_as_IntValueList()->items()->size();
     }
   }
-  s.tensors.resize(num_tensors);
-  s.values.resize(values.size());
-  s.list_items.reserve(num_list_items);
-  s.list_ints.resize(num_list_ints);
-  // By value index: the range of an IntValueList's refresh entries in int_refs,
-  // and the last step that listed it (so that a step refreshes it once).
-  std::vector<IntRange> list_refs(values.size());
-  std::vector<uint32_t> list_last_step(values.size(), UINT32_MAX);
+  tensors.resize(num_tensors);
+  values.resize(vals.size());
+  list_items.reserve(num_list_items);
+  list_ints.resize(num_list_ints);
+  list_refs.assign(vals.size(), IntRange{});
   size_t next_tensor = 0;
-  for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
-    const schema::Value* v = values.Get(i);
-    Value& out = s.values[i];
+  for (flatbuffers::uoffset_t i = 0; i < vals.size(); ++i) {
+    const schema::Value* v = vals.Get(i);
+    Value& out = values[i];
     switch (v->value_type()) {
       case ValueKind::Tensor: {
         const schema::Tensor& t = *v->value_as_Tensor();
-        Tensor& tensor = s.tensors[next_tensor++];
+        Tensor& tensor = tensors[next_tensor++];
         Span<const int64_t> sizes;
         if (t.sizes()) sizes = {t.sizes()->data(), t.sizes()->size()};
         auto dtype = static_cast<ScalarType>(t.dtype());
@@ -173,12 +204,12 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
           tensor.set_constant(true);
         } else if (t.storage() == TensorStorage::Planned || t.storage() == TensorStorage::State) {
           // verify_program: the arena exists and holds [offset, offset + nbytes).
-          data = static_cast<uint8_t*>(s.arenas[t.arena()].data) + t.arena_offset();
+          data = static_cast<uint8_t*>(arenas[t.arena()].data) + t.arena_offset();
         }
         if (t.storage() == TensorStorage::State) {
           // verify_program: the segment holds the initial [offset, offset + nbytes).
           const schema::Segment* seg = program->program->segments()->Get(t.segment());
-          s.state.push_back({&tensor, program->segments_base() + seg->offset() + t.segment_offset(), Tensor()});
+          state.push_back({&tensor, program->segments_base() + seg->offset() + t.segment_offset(), Tensor()});
         }
         tensor.reset(data, sizes, dtype, nbytes);
         out.kind = kiln::ValueKind::Tensor;
@@ -221,178 +252,265 @@ Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const P
         break;
     }
   }
-  for (StateInit& st : s.state) st.declared = *st.tensor;
+  for (StateInit& st : state) st.declared = *st.tensor;
   // Each IntValueList: its storage in list_ints, and one IntRef per item (in
   // int_refs, ranged by list_refs) that refreshes it from its Int value.
   size_t next_int = 0;
-  s.int_refs.reserve(num_list_ints);
-  for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
-    const schema::Value* v = values.Get(i);
+  int_refs.reserve(num_list_ints);
+  for (flatbuffers::uoffset_t i = 0; i < vals.size(); ++i) {
+    const schema::Value* v = vals.Get(i);
     if (v->value_type() != ValueKind::IntValueList) continue;
     const auto* items = v->value_as_IntValueList()->items();
     size_t n = items ? items->size() : 0;
-    list_refs[i] = {static_cast<uint32_t>(s.int_refs.size()), static_cast<uint32_t>(n)};
+    list_refs[i] = {static_cast<uint32_t>(int_refs.size()), static_cast<uint32_t>(n)};
     // verify_program: each item is an Int value. Kernels see a plain IntList.
     for (size_t k = 0; k < n; ++k) {
-      const Value* item = &s.values[items->Get(static_cast<flatbuffers::uoffset_t>(k))];
-      s.list_ints[next_int + k] = item->i;
-      s.int_refs.push_back({s.list_ints.data() + next_int + k, item});
+      const Value* item = &values[items->Get(static_cast<flatbuffers::uoffset_t>(k))];
+      list_ints[next_int + k] = item->i;
+      int_refs.push_back({list_ints.data() + next_int + k, item});
     }
-    s.values[i].kind = kiln::ValueKind::IntList;
-    s.values[i].ints = {s.list_ints.data() + next_int, n};
+    values[i].kind = kiln::ValueKind::IntList;
+    values[i].ints = {list_ints.data() + next_int, n};
     next_int += n;
   }
-  for (flatbuffers::uoffset_t i = 0; i < values.size(); ++i) {
-    const schema::Value* v = values.Get(i);
+  for (flatbuffers::uoffset_t i = 0; i < vals.size(); ++i) {
+    const schema::Value* v = vals.Get(i);
     if (v->value_type() != ValueKind::TensorList) continue;
     const auto* items = v->value_as_TensorList()->items();
-    size_t begin = s.list_items.size();
+    size_t begin = list_items.size();
     if (items) {
       for (uint32_t item : *items) {
         // verify_program: each item is a Tensor or None value in range.
-        s.list_items.push_back(s.values[item].is_tensor() ? s.values[item].tensor : nullptr);
+        list_items.push_back(values[item].is_tensor() ? values[item].tensor : nullptr);
       }
     }
-    s.values[i].kind = kiln::ValueKind::TensorList;
-    s.values[i].tensors = {s.list_items.data() + begin, s.list_items.size() - begin};
+    values[i].kind = kiln::ValueKind::TensorList;
+    values[i].tensors = {list_items.data() + begin, list_items.size() - begin};
   }
 
-  if (m.inputs()) {
-    for (uint32_t index : *m.inputs()) s.inputs.push_back(s.values[index].tensor);
+  if (method->inputs()) {
+    for (uint32_t index : *method->inputs()) inputs.push_back(values[index].tensor);
   }
-  s.input_bound.assign(s.inputs.size(), false);
-  if (m.outputs()) {
-    for (uint32_t index : *m.outputs()) s.outputs.push_back(s.values[index].tensor);
+  input_bound.assign(inputs.size(), false);
+  if (method->outputs()) {
+    for (uint32_t index : *method->outputs()) outputs.push_back(values[index].tensor);
   }
+  return Status::ok();
+}
 
-  // Instructions: resolve every kernel and backend now, so that a missing one
-  // fails the load and never a run.
-  if (m.instructions()) {
-    size_t total_in = 0, total_out = 0;
-    for (const schema::Instruction* ins : *m.instructions()) {
-      const flatbuffers::Vector<uint32_t>* in = nullptr;
-      const flatbuffers::Vector<uint32_t>* out = nullptr;
-      if (ins->instruction_type() == schema::InstructionKind::KernelCall) {
-        in = ins->instruction_as_KernelCall()->inputs();
-        out = ins->instruction_as_KernelCall()->outputs();
-      } else if (ins->instruction_type() == schema::InstructionKind::BackendCall) {
-        in = ins->instruction_as_BackendCall()->inputs();
-        out = ins->instruction_as_BackendCall()->outputs();
-      }
-      total_in += in ? in->size() : 0;
-      total_out += out ? out->size() : 0;
+// One Step per instruction, with its arguments bound and its kernel
+// candidates or backend found.
+Status MethodState::bind_steps() {
+  const schema::Method& m = *method;
+  if (!m.instructions()) return Status::ok();
+  const auto& vals = *m.values();
+  // By value index: the last step that listed an IntValueList (a step refreshes it once).
+  std::vector<uint32_t> list_last_step(vals.size(), UINT32_MAX);
+  size_t total_in = 0, total_out = 0;
+  for (const schema::Instruction* ins : *m.instructions()) {
+    const flatbuffers::Vector<uint32_t>* in = nullptr;
+    const flatbuffers::Vector<uint32_t>* out = nullptr;
+    if (ins->instruction_type() == schema::InstructionKind::KernelCall) {
+      in = ins->instruction_as_KernelCall()->inputs();
+      out = ins->instruction_as_KernelCall()->outputs();
+    } else if (ins->instruction_type() == schema::InstructionKind::BackendCall) {
+      in = ins->instruction_as_BackendCall()->inputs();
+      out = ins->instruction_as_BackendCall()->outputs();
     }
-    s.step_inputs.reserve(total_in);
-    s.step_outputs.reserve(total_out);
-    s.steps.reserve(m.instructions()->size());
-    for (flatbuffers::uoffset_t i = 0; i < m.instructions()->size(); ++i) {
-      const schema::Instruction* ins = m.instructions()->Get(i);
-      Step step{};
-      auto bind_args = [&](const flatbuffers::Vector<uint32_t>* in, const flatbuffers::Vector<uint32_t>* out) {
-        step.inputs_begin = static_cast<uint32_t>(s.step_inputs.size());
-        step.lists_begin = static_cast<uint32_t>(s.step_lists.size());
-        if (in) {
-          for (uint32_t v : *in) {
-            s.step_inputs.push_back(&s.values[v]);
-            // Each list once per step, however often the step reads it.
-            if (values.Get(v)->value_type() != ValueKind::IntValueList || list_last_step[v] == i) continue;
-            list_last_step[v] = i;
-            s.step_lists.push_back(list_refs[v]);
-          }
-        }
-        step.num_lists = static_cast<uint32_t>(s.step_lists.size()) - step.lists_begin;
-        step.num_inputs = static_cast<uint32_t>(s.step_inputs.size()) - step.inputs_begin;
-        step.outputs_begin = static_cast<uint32_t>(s.step_outputs.size());
-        // verify_program: outputs are planned tensors.
-        if (out) for (uint32_t v : *out) s.step_outputs.push_back(s.values[v].tensor);
-        step.num_outputs = static_cast<uint32_t>(s.step_outputs.size()) - step.outputs_begin;
-      };
-      std::string where = format("instruction %u", i);
-      switch (ins->instruction_type()) {
-        case schema::InstructionKind::KernelCall: {
-          const auto* call = ins->instruction_as_KernelCall();
-          const schema::Operator* op = m.operators()->Get(call->op());
-          step.kind = Step::Kind::Kernel;
-          step.name = op->name()->str();
-          if (op->overload() && op->overload()->size() > 0) step.name += "." + op->overload()->str();
-          bind_args(call->inputs(), call->outputs());
-          std::vector<const Value*> args(s.step_inputs.begin() + step.inputs_begin, s.step_inputs.end());
-          Status st = resolve_kernel(step.name, args, &step.kernel);
-          if (!st.is_ok()) return std::move(st).with_context(where);
-          break;
-        }
-        case schema::InstructionKind::BackendCall: {
-          const auto* call = ins->instruction_as_BackendCall();
-          const schema::Delegate* d = m.delegates()->Get(call->delegate());
-          step.kind = Step::Kind::Backend;
-          step.name = "backend " + d->backend()->str();
-          bind_args(call->inputs(), call->outputs());
-          step.backend = find_backend(d->backend()->str());
-          if (step.backend == nullptr) {
-            return Status(Error::MissingBackend,
-                          where + ": no backend named '" + d->backend()->str() + "' is registered");
-          }
-          break;
-        }
-        case schema::InstructionKind::Move: {
-          const auto* mv = ins->instruction_as_Move();
-          step.kind = Step::Kind::Move;
-          step.name = "move";
-          step.move_src = s.values[mv->src()].tensor;
-          step.move_dst = s.values[mv->dst()].tensor;
-          step.move_keeps_shape = values.Get(mv->dst())->value_as_Tensor()->storage() == TensorStorage::State;
-          break;
-        }
-        case schema::InstructionKind::IntOp: {
-          // verify_program: the arity fits the kind; inputs are ints (a SizeOf's
-          // first is a tensor) and the output is an int.
-          const auto* op = ins->instruction_as_IntOp();
-          step.kind = Step::Kind::IntOp;
-          step.name = std::string("int op ") + schema::EnumNameIntOpKind(op->kind());
-          step.int_kind = op->kind();
-          for (flatbuffers::uoffset_t k = 0; k < op->inputs()->size(); ++k) step.int_args[k] = &s.values[op->inputs()->Get(k)];
-          if (op->kind() == schema::IntOpKind::SizeOf) step.int_tensor = step.int_args[0]->tensor;
-          step.int_out = &s.values[op->output()];
-          break;
-        }
-        default:
-          return Status(Error::Internal, where + " has a kind the verifier should have rejected");
-      }
-      s.steps.push_back(std::move(step));
-    }
+    total_in += in ? in->size() : 0;
+    total_out += out ? out->size() : 0;
   }
+  step_inputs.reserve(total_in);
+  step_outputs.reserve(total_out);
+  steps.reserve(m.instructions()->size());
+  for (flatbuffers::uoffset_t i = 0; i < m.instructions()->size(); ++i) {
+    const schema::Instruction* ins = m.instructions()->Get(i);
+    Step step{};
+    auto bind_args = [&](const flatbuffers::Vector<uint32_t>* in, const flatbuffers::Vector<uint32_t>* out) {
+      step.inputs_begin = static_cast<uint32_t>(step_inputs.size());
+      step.lists_begin = static_cast<uint32_t>(step_lists.size());
+      if (in) {
+        for (uint32_t v : *in) {
+          step_inputs.push_back(&values[v]);
+          // Each list once per step, however often the step reads it.
+          if (vals.Get(v)->value_type() != ValueKind::IntValueList || list_last_step[v] == i) continue;
+          list_last_step[v] = i;
+          step_lists.push_back(list_refs[v]);
+        }
+      }
+      step.num_lists = static_cast<uint32_t>(step_lists.size()) - step.lists_begin;
+      step.num_inputs = static_cast<uint32_t>(step_inputs.size()) - step.inputs_begin;
+      step.outputs_begin = static_cast<uint32_t>(step_outputs.size());
+      // verify_program: outputs are planned tensors.
+      if (out) for (uint32_t v : *out) step_outputs.push_back(values[v].tensor);
+      step.num_outputs = static_cast<uint32_t>(step_outputs.size()) - step.outputs_begin;
+    };
+    std::string where = format("instruction %u", i);
+    switch (ins->instruction_type()) {
+      case schema::InstructionKind::KernelCall: {
+        const auto* call = ins->instruction_as_KernelCall();
+        const schema::Operator* op = m.operators()->Get(call->op());
+        step.kind = Step::Kind::Kernel;
+        step.name = op->name()->str();
+        if (op->overload() && op->overload()->size() > 0) step.name += "." + op->overload()->str();
+        bind_args(call->inputs(), call->outputs());
+        std::vector<const Value*> args(step_inputs.begin() + step.inputs_begin, step_inputs.end());
+        Status st = find_candidates(step.name, args, program->reference_kernels, &step.candidates);
+        if (!st.is_ok()) return std::move(st).with_context(where);
+        break;
+      }
+      case schema::InstructionKind::BackendCall: {
+        const auto* call = ins->instruction_as_BackendCall();
+        const schema::Delegate* d = m.delegates()->Get(call->delegate());
+        step.kind = Step::Kind::Backend;
+        step.name = "backend " + d->backend()->str();
+        bind_args(call->inputs(), call->outputs());
+        step.backend = find_backend(d->backend()->str());
+        if (step.backend == nullptr) {
+          return Status(Error::MissingBackend, where + ": no backend named '" + d->backend()->str() + "' is registered");
+        }
+        break;
+      }
+      case schema::InstructionKind::Move: {
+        const auto* mv = ins->instruction_as_Move();
+        step.kind = Step::Kind::Move;
+        step.name = "move";
+        step.move_src = values[mv->src()].tensor;
+        step.move_dst = values[mv->dst()].tensor;
+        step.move_keeps_shape = vals.Get(mv->dst())->value_as_Tensor()->storage() == TensorStorage::State;
+        break;
+      }
+      case schema::InstructionKind::IntOp: {
+        // verify_program: the arity fits the kind; inputs are ints (a SizeOf's
+        // first is a tensor) and the output is an int.
+        const auto* op = ins->instruction_as_IntOp();
+        step.kind = Step::Kind::IntOp;
+        step.name = std::string("int op ") + schema::EnumNameIntOpKind(op->kind());
+        step.int_kind = op->kind();
+        for (flatbuffers::uoffset_t k = 0; k < op->inputs()->size(); ++k) step.int_args[k] = &values[op->inputs()->Get(k)];
+        if (op->kind() == schema::IntOpKind::SizeOf) step.int_tensor = step.int_args[0]->tensor;
+        step.int_out = &values[op->output()];
+        break;
+      }
+      default:
+        return Status(Error::Internal, where + " has a kind the verifier should have rejected");
+    }
+    steps.push_back(std::move(step));
+  }
+  return Status::ok();
+}
 
-  // Prepare kernels and initialize delegates (after all steps exist, so that a
-  // failure leaves every state for the destructor to release).
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    Step& step = s.steps[i];
-    Span<const Value* const> in(s.step_inputs.data() + step.inputs_begin, step.num_inputs);
-    Span<Tensor* const> out(s.step_outputs.data() + step.outputs_begin, step.num_outputs);
+// Chooses each step's kernel (the first candidate whose prepare accepts it),
+// initializes delegates, and plans the kernels' scratch.
+Status MethodState::prepare_steps() {
+  const schema::Method& m = *method;
+  uint64_t arena_bytes = 0;
+  for (const Arena& a : arenas) arena_bytes = sat_add(arena_bytes, a.size);
+  KernelServices services;
+  services.program = program.get();
+  infos.resize(steps.size());
+  size_t call_bytes = 0, worker_bytes = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step& step = steps[i];
+    InstructionInfo& info = infos[i];
+    Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
+    Span<Tensor* const> out(step_outputs.data() + step.outputs_begin, step.num_outputs);
     step.ctx.op_name = step.name.c_str();
     std::string where = format("instruction %zu (%s)", i, step.name.c_str());
-    if (step.kind == Step::Kind::Kernel && step.kernel->prepare != nullptr) {
-      void* kstate = nullptr;
-      Status st = step.kernel->prepare(step.ctx, in, out, &kstate);
-      step.ctx.state = kstate;
-      if (!st.is_ok()) return std::move(st).with_context(where);
-    } else if (step.kind == Step::Kind::Backend) {
-      const schema::Delegate* d = m.delegates()->Get(
-          m.instructions()->Get(static_cast<flatbuffers::uoffset_t>(i))->instruction_as_BackendCall()->delegate());
-      const schema::Segment* seg = program->program->segments()->Get(d->segment());
-      Span<const uint8_t> blob(program->segments_base() + seg->offset(), seg->size());
-      std::vector<CompileSpecView> specs;
-      if (d->compile_specs()) {
-        for (const auto* cs : *d->compile_specs()) {
-          specs.push_back({cs->key()->c_str(), cs->value() ? Span<const uint8_t>(cs->value()->data(), cs->value()->size())
-                                                           : Span<const uint8_t>()});
+    switch (step.kind) {
+      case Step::Kind::Kernel: {
+        std::string declined;
+        for (const KernelEntry* k : step.candidates) {
+          step.ctx.isa = program->isa;
+          step.ctx.scratch_bytes = step.ctx.worker_scratch_bytes = 0;
+          step.ctx.services = &services;
+          services.method_bytes = sat_add(arena_bytes, sat_add(call_bytes, sat_mul(worker_bytes, static_cast<uint64_t>(num_threads()))));
+          services.packed_bytes = 0;
+          void* kstate = nullptr;
+          Status st = k->prepare != nullptr ? k->prepare(step.ctx, in, out, &kstate) : Status::ok();
+          step.ctx.services = nullptr;
+          info.packed_bytes += services.packed_bytes;
+          if (st.code() == Error::NotSupported && k != step.candidates.back()) {
+            // Declined: the next (lower) tier is tried.
+            declined += format("%s%s (tier %d): %s", declined.empty() ? "" : "; ", k->library.c_str(), k->tier,
+                               st.message().c_str());
+            continue;
+          }
+          if (!st.is_ok()) {
+            if (!declined.empty()) st = std::move(st).with_context("after higher tiers declined (" + declined + ")");
+            return std::move(st).with_context(where);
+          }
+          step.kernel = k;
+          step.ctx.state = kstate;
+          break;
         }
+        step.candidates.clear();
+        step.candidates.shrink_to_fit();
+        call_bytes = std::max(call_bytes, round_up_64(step.ctx.scratch_bytes));
+        worker_bytes = std::max(worker_bytes, round_up_64(step.ctx.worker_scratch_bytes));
+        info.kind = "kernel";
+        info.op = step.name;
+        info.library = step.kernel->library;
+        info.tier = step.kernel->tier;
+        info.scratch_bytes = sat_add(step.ctx.scratch_bytes, sat_mul(step.ctx.worker_scratch_bytes, static_cast<uint64_t>(num_threads())));
+        break;
       }
-      Status st = step.backend->def.init(blob, specs, &step.backend_handle);
-      if (!st.is_ok()) return std::move(st).with_context(where);
+      case Step::Kind::Backend: {
+        const schema::Delegate* d = m.delegates()->Get(
+            m.instructions()->Get(static_cast<flatbuffers::uoffset_t>(i))->instruction_as_BackendCall()->delegate());
+        const schema::Segment* seg = program->program->segments()->Get(d->segment());
+        Span<const uint8_t> blob(program->segments_base() + seg->offset(), seg->size());
+        std::vector<CompileSpecView> specs;
+        if (d->compile_specs()) {
+          for (const auto* cs : *d->compile_specs()) {
+            specs.push_back({cs->key()->c_str(), cs->value() ? Span<const uint8_t>(cs->value()->data(), cs->value()->size())
+                                                             : Span<const uint8_t>()});
+          }
+        }
+        Status st = step.backend->def.init(blob, specs, &step.backend_handle);
+        if (!st.is_ok()) return std::move(st).with_context(where);
+        info.kind = "backend";
+        info.op = d->backend()->str();
+        info.library = step.backend->library;
+        break;
+      }
+      case Step::Kind::Move: info.kind = "move"; info.op = "move"; break;
+      case Step::Kind::IntOp: info.kind = "int_op"; info.op = step.name.substr(7); break;
     }
   }
-  s.reset_state();
-  return state;
+  call_scratch_bytes = call_bytes;
+  worker_scratch_stride = worker_bytes;
+  return plan_scratch(num_threads());
+}
+
+Status MethodState::plan_scratch(int workers) {
+  if (scratch.data != nullptr) free_arena(scratch.data, scratch.size);
+  scratch = Arena{};
+  scratch_workers = workers;
+  uint64_t total = call_scratch_bytes;
+  total = sat_add(total, sat_mul(worker_scratch_stride, static_cast<uint64_t>(workers)));
+  uint64_t arena_bytes = 0;
+  for (const Arena& a : arenas) arena_bytes = sat_add(arena_bytes, a.size);
+  const uint64_t limit = program->options.max_memory_bytes;
+  KILN_CHECK_OR_RETURN(sat_add(arena_bytes, total) <= limit, OutOfMemory,
+                       "method '%s' needs %llu bytes of arenas and %llu bytes of kernel scratch for %d threads, more "
+                       "than the limit of %llu bytes (LoadOptions::max_memory_bytes)",
+                       spec.name.c_str(), (unsigned long long)arena_bytes, (unsigned long long)total, workers,
+                       (unsigned long long)limit);
+  if (total > 0) {
+    scratch.size = static_cast<size_t>(total);
+    scratch.data = allocate_arena(scratch.size);
+    KILN_CHECK_OR_RETURN(scratch.data != nullptr, OutOfMemory, "cannot allocate %zu bytes of kernel scratch",
+                         scratch.size);
+  }
+  uint8_t* base = static_cast<uint8_t*>(scratch.data);
+  for (Step& step : steps) {
+    if (step.kind != Step::Kind::Kernel) continue;
+    step.ctx.scratch = step.ctx.scratch_bytes > 0 ? base : nullptr;
+    step.ctx.worker_scratch_base = step.ctx.worker_scratch_bytes > 0 ? base + call_scratch_bytes : nullptr;
+    step.ctx.worker_scratch_stride = step.ctx.worker_scratch_bytes > 0 ? worker_scratch_stride : 0;
+  }
+  return Status::ok();
 }
 
 void MethodState::reset_state() {
@@ -413,6 +531,7 @@ MethodState::~MethodState() {
   for (Arena& a : arenas) {
     if (a.data) free_arena(a.data, a.size);
   }
+  if (scratch.data) free_arena(scratch.data, scratch.size);
 }
 
 Status MethodState::set_input(size_t index, const Tensor& input) {
@@ -452,6 +571,10 @@ Status MethodState::execute() {
     KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set",
                          spec.name.c_str(), i, spec.inputs[i].name.c_str());
   }
+  // The pool keeps its size until this returns, so the per-worker scratch
+  // stays large enough; it grows here once if the pool grew since load.
+  PoolSession session;
+  if (worker_scratch_stride > 0 && num_threads() > scratch_workers) KILN_RETURN_IF_ERROR(plan_scratch(num_threads()));
   for (size_t i = 0; i < steps.size(); ++i) {
     Step& step = steps[i];
     Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
@@ -505,6 +628,8 @@ Status Method::set_input(size_t index, const Tensor& input) { return state_->set
 Status Method::execute() { return state_->execute(); }
 const Tensor& Method::output(size_t index) const { return *state_->outputs[index]; }
 void Method::reset_state() { state_->reset_state(); }
+const std::vector<InstructionInfo>& Method::instructions() const { return state_->infos; }
+Isa Method::isa() const { return state_->program->isa; }
 
 Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) {
   KILN_CHECK_OR_RETURN(inputs.size() == num_inputs(), InvalidInput, "method '%s' takes %zu inputs, got %zu",

@@ -26,7 +26,10 @@ struct IntRange {
 
 struct Step {
   enum class Kind : uint8_t { Kernel, Backend, Move, IntOp } kind;
+  // The kernel that serves the step; until prepare, every candidate, highest
+  // tier first (registry_internal.h find_kernels).
   const KernelEntry* kernel = nullptr;
+  std::vector<const KernelEntry*> candidates;
   const BackendEntry* backend = nullptr;
   void* backend_handle = nullptr;
   KernelContext ctx;
@@ -53,12 +56,28 @@ struct MethodState {
   Status execute();
   void reset_state();
 
+  // The steps of create(), in order.
+  Status allocate_arenas();
+  Status build_values();
+  Status bind_steps();
+  Status prepare_steps();
+  // (Re)allocates the scratch every kernel asked for, for `workers` pool threads,
+  // and points each step's context at it.
+  Status plan_scratch(int workers);
+
   std::shared_ptr<const ProgramData> program;
   const schema::Method* method = nullptr;
   MethodSpec spec;
 
   struct Arena { void* data = nullptr; size_t size = 0; };
   std::vector<Arena> arenas;
+  // Kernel scratch: one block per call (the largest any step asked for) and one
+  // per pool worker, shared by all steps since they run one after another.
+  Arena scratch;
+  size_t call_scratch_bytes = 0;    // 64-byte multiple
+  size_t worker_scratch_stride = 0; // 64-byte multiple
+  int scratch_workers = 0;          // pool size the scratch was planned for
+  std::vector<InstructionInfo> infos;
   // Stable storage: sized once at load, so pointers into them never move.
   std::vector<Tensor> tensors;
   std::vector<Value> values;
@@ -73,6 +92,7 @@ struct MethodState {
   std::vector<int64_t> list_ints;
   std::vector<IntRef> int_refs;       // one per list item, grouped by list
   std::vector<IntRange> step_lists;   // the lists each step reads (Step::lists_begin)
+  std::vector<IntRange> list_refs;    // by value index: an IntValueList's range in int_refs
   // State tensors and the bytes they start from (a constant segment).
   struct StateInit {
     Tensor* tensor;

@@ -1,5 +1,8 @@
 // Program: loading (mmap or buffer), verification, and method lookup.
 #include "kiln/program.h"
+
+#include <cstdlib>
+
 #include "kiln/registry.h"
 
 #include "executor/method_state.h"
@@ -16,12 +19,40 @@ Status prepare_runtime() {
   return check_single_runtime();
 }
 
+// LoadOptions::kernels and ::isa, falling back to KILN_KERNELS and KILN_ISA.
+Status resolve_kernel_options(const LoadOptions& options, internal::ProgramData* data) {
+  const char* env_kernels = std::getenv("KILN_KERNELS");
+  const bool from_env = options.kernels.empty() && env_kernels != nullptr && env_kernels[0] != '\0';
+  const std::string kernels = from_env ? env_kernels : options.kernels;
+  const char* source = from_env ? "KILN_KERNELS" : "LoadOptions::kernels";
+  KILN_CHECK_OR_RETURN(kernels.empty() || kernels == "optimized" || kernels == "portable", InvalidArgument,
+                       "%s is '%s'; expected 'optimized' or 'portable'", source, kernels.c_str());
+  data->reference_kernels = kernels == "portable";
+
+  const char* env_isa = std::getenv("KILN_ISA");
+  const bool isa_from_env = options.isa.empty() && env_isa != nullptr && env_isa[0] != '\0';
+  const std::string isa_name_wanted = isa_from_env ? env_isa : options.isa;
+  data->isa = detected_isa();
+  if (isa_name_wanted.empty()) return Status::ok();
+  Isa wanted;
+  KILN_CHECK_OR_RETURN(parse_isa(isa_name_wanted.c_str(), &wanted), InvalidArgument,
+                       "%s is '%s'; expected 'baseline', 'avx2', 'avx512' or 'neon'",
+                       isa_from_env ? "KILN_ISA" : "LoadOptions::isa", isa_name_wanted.c_str());
+  KILN_CHECK_OR_RETURN((wanted == Isa::Neon) == (data->isa == Isa::Neon) || wanted == Isa::Baseline, InvalidArgument,
+                       "%s is '%s', which is not an instruction set of this CPU (it supports '%s')",
+                       isa_from_env ? "KILN_ISA" : "LoadOptions::isa", isa_name_wanted.c_str(), isa_name(data->isa));
+  // Asking for more than the CPU has gets what it has.
+  if (static_cast<uint8_t>(wanted) < static_cast<uint8_t>(data->isa)) data->isa = wanted;
+  return Status::ok();
+}
+
 Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const LoadOptions& options,
                             Program (*make)(std::shared_ptr<const internal::ProgramData>)) {
   KILN_RETURN_IF_ERROR(prepare_runtime());
   auto data = std::make_shared<internal::ProgramData>();
   data->bytes = std::move(bytes);
   data->options = options;
+  KILN_RETURN_IF_ERROR(resolve_kernel_options(options, data.get()));
   Result<internal::FileHeader> header = internal::parse_header(data->bytes->data(), data->bytes->size());
   if (!header.ok()) return header.status();
   data->header = header.value();
@@ -82,6 +113,8 @@ Result<Method> Program::load_method(const std::string& name) const {
 }
 
 size_t Program::size_bytes() const { return data_->bytes->size(); }
+
+uint64_t Program::packed_bytes() const { return data_->packed->total_bytes(); }
 
 std::string Program::producer() const {
   const auto* p = data_->program->producer();

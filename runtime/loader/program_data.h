@@ -4,6 +4,8 @@
 #include <memory>
 #include <vector>
 
+#include "executor/packed_constants.h"
+#include "kiln/cpu.h"
 #include "kiln/program.h"
 #include "loader/program_file.h"
 #include "program_generated.h"
@@ -18,6 +20,11 @@ struct ProgramData {
   // byte range in the program is known to be in bounds.
   const schema::Program* program = nullptr;
   std::vector<MethodSpec> specs;  // one per method, in file order
+  // LoadOptions::kernels and ::isa resolved (with the environment) at load.
+  bool reference_kernels = false;
+  Isa isa = Isa::Baseline;
+  // Packed weights, shared by the program's methods.
+  std::unique_ptr<PackedConstantCache> packed = std::make_unique<PackedConstantCache>();
 
   const uint8_t* segments_base() const { return bytes->data() + header.segments_offset; }
 };

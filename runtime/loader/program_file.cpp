@@ -113,6 +113,15 @@ Result<std::unique_ptr<ProgramBytes>> ProgramBytes::copy_of(const void* data, si
   return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Owned, static_cast<const uint8_t*>(copy), size));
 }
 
+void ProgramBytes::release_pages(const void* begin, size_t n) const {
+  if (kind_ != Kind::Mapped || n == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  // A clean private file mapping: dropped pages fault back in from the file.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 ProgramBytes::~ProgramBytes() {
   if (kind_ == Kind::Mapped) {
     ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -43,6 +43,10 @@ class ProgramBytes {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the resident pages that lie wholly inside [begin, begin + n) when the
+  // bytes are a mapping of the file (they are read back from the file if
+  // touched again); does nothing for owned or borrowed memory.
+  void release_pages(const void* begin, size_t n) const;
 
  private:
   enum class Kind { Mapped, Owned, Borrowed };

@@ -340,11 +340,11 @@ struct MethodChecker {
     if (!aligned_vector(arenas)) return fail("has misaligned arena sizes");
     uint64_t total = 0;
     for (uint64_t a : *arenas) {
-      if (a > data.options.max_arena_bytes || total > data.options.max_arena_bytes - a) {
+      if (a > data.options.max_memory_bytes || total > data.options.max_memory_bytes - a) {
         return Status(Error::OutOfMemory,
                       where + format(": planned memory exceeds the limit of %llu bytes "
-                                     "(LoadOptions::max_arena_bytes)",
-                                     (unsigned long long)data.options.max_arena_bytes));
+                                     "(LoadOptions::max_memory_bytes)",
+                                     (unsigned long long)data.options.max_memory_bytes));
       }
       total += a;
     }

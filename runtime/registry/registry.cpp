@@ -23,7 +23,8 @@ struct Registry {
   std::shared_mutex mutex;
   // deques keep entry addresses stable as they grow.
   std::deque<KernelEntry> kernels;
-  std::unordered_map<std::string, const KernelEntry*> kernel_index;  // "op|sig"
+  // "op|sig" -> one entry per tier, highest tier first.
+  std::unordered_map<std::string, std::vector<const KernelEntry*>> kernel_index;
   std::deque<BackendEntry> backends;
   std::unordered_map<std::string, const BackendEntry*> backend_index;
   std::vector<RegistrationRecord> log;
@@ -90,13 +91,17 @@ std::string signature_string(const std::vector<ScalarType>& dtypes) {
   return s;
 }
 
-const KernelEntry* find_kernel(const std::string& op_name, const std::vector<ScalarType>& dtypes) {
+std::vector<const KernelEntry*> find_kernels(const std::string& op_name, const std::vector<ScalarType>& dtypes) {
   Registry& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
-  auto it = r.kernel_index.find(kernel_key(op_name, signature_string(dtypes)));
-  if (it != r.kernel_index.end()) return it->second;
-  it = r.kernel_index.find(kernel_key(op_name, "*"));
-  return it != r.kernel_index.end() ? it->second : nullptr;
+  std::vector<const KernelEntry*> out;
+  for (const std::string& sig : {signature_string(dtypes), std::string("*")}) {
+    auto it = r.kernel_index.find(kernel_key(op_name, sig));
+    if (it != r.kernel_index.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  // Highest tier first; within a tier the exact signature (inserted first) wins.
+  std::stable_sort(out.begin(), out.end(), [](const KernelEntry* a, const KernelEntry* b) { return a->tier > b->tier; });
+  return out;
 }
 
 const BackendEntry* find_backend(const std::string& name) {
@@ -128,11 +133,15 @@ Status register_kernel(const KernelDef& def) noexcept {
   std::string library = internal::library_of(reinterpret_cast<const void*>(def.run));
   std::string op = def.op_name != nullptr ? def.op_name : "";
   std::string what = "kernel " + op + " [" + (def.dtypes != nullptr ? def.dtypes : "") + "]";
+  if (def.tier != kTierPortable) what += format(" at tier %d", def.tier);
 
   Status status = internal::abi_check(def.abi_version, what, library);
   std::vector<std::string> sigs;
   if (status.is_ok() && (op.empty() || def.dtypes == nullptr || def.run == nullptr)) {
     status = Status(Error::InvalidArgument, what + " from " + library + " lacks an operator name, dtypes or run function");
+  }
+  if (status.is_ok() && def.tier < kTierPortable) {
+    status = Status(Error::InvalidArgument, what + " from " + library + " has a negative tier");
   }
   if (status.is_ok()) status = internal::parse_signatures(def.dtypes, &sigs);
 
@@ -141,25 +150,31 @@ Status register_kernel(const KernelDef& def) noexcept {
     // All alternatives or none: a partial registration would be hard to reason about.
     for (const std::string& sig : sigs) {
       auto it = r.kernel_index.find(internal::kernel_key(op, sig));
-      if (it != r.kernel_index.end()) {
+      if (it == r.kernel_index.end()) continue;
+      for (const internal::KernelEntry* other : it->second) {
+        if (other->tier != def.tier) continue;
         status = Status(Error::RegistrationConflict,
-                        format("kernel %s [%s] from %s collides with the one registered by %s; "
+                        format("kernel %s [%s] at tier %d from %s collides with the one registered by %s; "
                                "the first registration is kept",
-                               op.c_str(), sig.c_str(), library.c_str(), it->second->library.c_str()));
+                               op.c_str(), sig.c_str(), def.tier, library.c_str(), other->library.c_str()));
         break;
       }
+      if (!status.is_ok()) break;
     }
   }
   if (!status.is_ok()) {
-    internal::RegistrationRecord rec{true, {op, def.dtypes ? def.dtypes : "", library}, {}, false,
+    internal::RegistrationRecord rec{true, {op, def.dtypes ? def.dtypes : "", library, def.tier}, {}, false,
                                      {what, library, status}};
     r.log.push_back(rec);
     return status;
   }
   for (const std::string& sig : sigs) {
-    r.kernels.push_back({op, sig, def.run, def.prepare, def.release, library});
-    r.kernel_index.emplace(internal::kernel_key(op, sig), &r.kernels.back());
-    r.log.push_back({true, {op, sig, library}, {}, true, {}});
+    r.kernels.push_back({op, sig, def.run, def.prepare, def.release, library, def.tier});
+    auto& tiers = r.kernel_index[internal::kernel_key(op, sig)];
+    tiers.push_back(&r.kernels.back());
+    std::sort(tiers.begin(), tiers.end(),
+              [](const internal::KernelEntry* a, const internal::KernelEntry* b) { return a->tier > b->tier; });
+    r.log.push_back({true, {op, sig, library, def.tier}, {}, true, {}});
   }
   return Status::ok();
 }
@@ -199,7 +214,7 @@ std::vector<KernelInfo> registered_kernels() {
   std::shared_lock<std::shared_mutex> lock(r.mutex);
   std::vector<KernelInfo> out;
   out.reserve(r.kernels.size());
-  for (const auto& k : r.kernels) out.push_back({k.op_name, k.dtypes, k.library});
+  for (const auto& k : r.kernels) out.push_back({k.op_name, k.dtypes, k.library, k.tier});
   return out;
 }
 

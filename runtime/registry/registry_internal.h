@@ -17,6 +17,7 @@ struct KernelEntry {
   KernelPrepareFn prepare;
   KernelReleaseFn release;
   std::string library;
+  int32_t tier;
 };
 
 struct BackendEntry {
@@ -25,9 +26,10 @@ struct BackendEntry {
   std::string library;
 };
 
-// Exact signature first, then the operator's "*" kernel; nullptr if neither.
-// Entries are never removed, so the pointer stays valid for the process.
-const KernelEntry* find_kernel(const std::string& op_name, const std::vector<ScalarType>& dtypes);
+// Every kernel that may serve an operator with these input dtypes, highest
+// tier first, the exact signature before "*" within a tier; empty if none.
+// Entries are never removed, so the pointers stay valid for the process.
+std::vector<const KernelEntry*> find_kernels(const std::string& op_name, const std::vector<ScalarType>& dtypes);
 const BackendEntry* find_backend(const std::string& name);
 
 // "f32,i64" for the given dtypes ("" for none).

@@ -3,6 +3,7 @@
 
 #include "kiln/api.h"
 #include "kiln/backend.h"
+#include "kiln/cpu.h"
 #include "kiln/error.h"
 #include "kiln/kernel.h"
 #include "kiln/log.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/api.h"
+#include "kiln/cpu.h"
 #include "kiln/error.h"
 #include "kiln/span.h"
 #include "kiln/tensor.h"
@@ -41,8 +42,29 @@ struct MethodSpec {
 };
 
 struct LoadOptions {
-  // Refuse methods whose planned arenas add up to more than this many bytes.
-  uint64_t max_arena_bytes = uint64_t{4} << 30;
+  // Refuse what would need more memory than this: a method whose planned
+  // arenas and kernel scratch add up to more, or packed weights that would take
+  // the program's total (packed weights plus the method's memory) beyond it.
+  uint64_t max_memory_bytes = uint64_t{4} << 30;
+  // Which kernels serve instructions: "optimized" (the highest tier whose
+  // prepare accepts each instruction) or "portable" (the lowest tier: the
+  // reference kernels). Empty: the KILN_KERNELS environment variable, else
+  // "optimized".
+  std::string kernels;
+  // The instruction-set level optimized kernels may use (cpu.h: "baseline",
+  // "avx2", "avx512", "neon"); a level above what the CPU supports is lowered to
+  // it. Empty: the KILN_ISA environment variable, else what the CPU supports.
+  std::string isa;
+};
+
+// How one instruction of a loaded method is served.
+struct InstructionInfo {
+  std::string kind;        // "kernel", "backend", "move" or "int_op"
+  std::string op;          // "aten::linear.default", the backend's name, or the int op
+  std::string library;     // file of the kernel or backend ("" for moves and int ops)
+  int32_t tier = 0;        // of the kernel (kernel.h: kTierPortable, kTierOptimized, ...)
+  uint64_t packed_bytes = 0;   // packed constants this instruction's kernel created
+  uint64_t scratch_bytes = 0;  // scratch it asked for: per call plus per worker times the pool size
 };
 
 class Method;
@@ -66,6 +88,9 @@ class KILN_API Program {
 
   size_t size_bytes() const;
   std::string producer() const;
+  // Bytes of packed constants (prepacked weights) the loaded methods created,
+  // shared by every method of this program.
+  uint64_t packed_bytes() const;
 
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;
@@ -96,6 +121,12 @@ class KILN_API Method {
   // Restores every state tensor to its value in the program file (as right
   // after load_method). Other loaded Methods are not affected.
   void reset_state();
+
+  // One entry per instruction: which kernel (library and tier) or backend
+  // serves it, and what it packed and planned.
+  const std::vector<InstructionInfo>& instructions() const;
+  // The instruction-set level the method's optimized kernels were prepared for.
+  Isa isa() const;
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);

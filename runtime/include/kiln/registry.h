@@ -13,6 +13,7 @@ struct KernelInfo {
   std::string op_name;   // "aten::linear.default"
   std::string dtypes;    // "f32,f32,f32" or "*"
   std::string library;   // file that registered it (dladdr of its run function)
+  int32_t tier = 0;      // kTierPortable, kTierOptimized, or a plugin's own (kernel.h)
 };
 
 struct BackendInfo {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kiln/api.h"
@@ -10,9 +11,14 @@ namespace kiln {
 
 // Number of threads that parallel_for uses (the caller's thread included).
 KILN_API int num_threads() noexcept;
-// Sets the pool size; n < 1 means "one per available core". Must not be called
-// from inside parallel_for.
+// Sets the pool size; n < 1 means "one per available core" (or KILN_NUM_THREADS).
+// Waits for parallel work in flight (and for methods executing) to finish.
+// Ignored when called from inside parallel_for.
 KILN_API void set_num_threads(int n) noexcept;
+// The calling thread's index in the pool: 1 .. num_threads() - 1 for the pool's
+// workers, 0 for every other thread (the one that called parallel_for). Kernels
+// use it to pick their per-worker scratch (worker_scratch() in kernel.h).
+KILN_API int worker_index() noexcept;
 
 namespace internal {
 using RangeFn = void (*)(void* closure, int64_t begin, int64_t end);
@@ -21,7 +27,8 @@ KILN_API void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* clos
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain`
 // long (but the last), and returns when all are done. Nested calls run inline.
-// `fn` must not throw.
+// Calls from different threads (e.g. two methods executing at once) proceed at
+// the same time, sharing the workers. `fn` must not throw.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& fn) noexcept {
   using Fn = std::remove_reference_t<F>;

@@ -1,0 +1,65 @@
+// VecF32 for AVX2 + FMA3 (8 floats). Included only by translation units compiled with -mavx2 -mfma.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE {
+
+struct VecF32 {
+  static constexpr int kWidth = 8;
+  __m256 v;
+
+  static VecF32 zero() { return {_mm256_setzero_ps()}; }
+  static VecF32 broadcast(float x) { return {_mm256_set1_ps(x)}; }
+  static VecF32 load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  // The first n (0 <= n <= kWidth) lanes from p, zeros above; reads only those n floats.
+  static VecF32 load_partial(const float* p, int n) { return {_mm256_maskload_ps(p, mask(n))}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  void store_partial(float* p, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
+
+  friend VecF32 operator+(VecF32 a, VecF32 b) { return {_mm256_add_ps(a.v, b.v)}; }
+  friend VecF32 operator-(VecF32 a, VecF32 b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  friend VecF32 operator*(VecF32 a, VecF32 b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend VecF32 operator/(VecF32 a, VecF32 b) { return {_mm256_div_ps(a.v, b.v)}; }
+  static VecF32 fma(VecF32 a, VecF32 b, VecF32 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static VecF32 max(VecF32 a, VecF32 b) { return {_mm256_max_ps(a.v, b.v)}; }
+  static VecF32 min(VecF32 a, VecF32 b) { return {_mm256_min_ps(a.v, b.v)}; }
+  static VecF32 abs(VecF32 a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+  static VecF32 sqrt(VecF32 a) { return {_mm256_sqrt_ps(a.v)}; }
+  static VecF32 round(VecF32 a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  static VecF32 exp2_int(VecF32 n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(e, 23))};
+  }
+  static VecF32 select_lt(VecF32 a, VecF32 b, VecF32 yes, VecF32 no) {
+    return {_mm256_blendv_ps(no.v, yes.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
+  }
+  static VecF32 select_nan(VecF32 a, VecF32 yes, VecF32 no) {
+    return {_mm256_blendv_ps(no.v, yes.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q))};
+  }
+  static VecF32 copysign(VecF32 a, VecF32 sign) {
+    const __m256 m = _mm256_set1_ps(-0.0f);
+    return {_mm256_or_ps(_mm256_andnot_ps(m, a.v), _mm256_and_ps(m, sign.v))};
+  }
+  static float reduce_add(VecF32 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float reduce_max(VecF32 a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+ private:
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+
+}  // namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE

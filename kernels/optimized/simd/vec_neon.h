@@ -1,0 +1,57 @@
+// VecF32 for aarch64 Advanced SIMD (4 floats, fused multiply-add).
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstdint>
+
+namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE {
+
+struct VecF32 {
+  static constexpr int kWidth = 4;
+  float32x4_t v;
+
+  static VecF32 zero() { return {vdupq_n_f32(0.0f)}; }
+  static VecF32 broadcast(float x) { return {vdupq_n_f32(x)}; }
+  static VecF32 load(const float* p) { return {vld1q_f32(p)}; }
+  static VecF32 load_partial(const float* p, int n) {
+    float t[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) t[i] = p[i];
+    return {vld1q_f32(t)};
+  }
+  void store(float* p) const { vst1q_f32(p, v); }
+  void store_partial(float* p, int n) const {
+    float t[4];
+    vst1q_f32(t, v);
+    for (int i = 0; i < n; ++i) p[i] = t[i];
+  }
+
+  friend VecF32 operator+(VecF32 a, VecF32 b) { return {vaddq_f32(a.v, b.v)}; }
+  friend VecF32 operator-(VecF32 a, VecF32 b) { return {vsubq_f32(a.v, b.v)}; }
+  friend VecF32 operator*(VecF32 a, VecF32 b) { return {vmulq_f32(a.v, b.v)}; }
+  friend VecF32 operator/(VecF32 a, VecF32 b) { return {vdivq_f32(a.v, b.v)}; }
+  static VecF32 fma(VecF32 a, VecF32 b, VecF32 c) { return {vfmaq_f32(c.v, a.v, b.v)}; }
+  // x86 semantics (return b when either is NaN), so every level agrees.
+  static VecF32 max(VecF32 a, VecF32 b) { return {vbslq_f32(vcgtq_f32(a.v, b.v), a.v, b.v)}; }
+  static VecF32 min(VecF32 a, VecF32 b) { return {vbslq_f32(vcltq_f32(a.v, b.v), a.v, b.v)}; }
+  static VecF32 abs(VecF32 a) { return {vabsq_f32(a.v)}; }
+  static VecF32 sqrt(VecF32 a) { return {vsqrtq_f32(a.v)}; }
+  static VecF32 round(VecF32 a) { return {vrndnq_f32(a.v)}; }
+  static VecF32 exp2_int(VecF32 n) {
+    const int32x4_t e = vaddq_s32(vcvtnq_s32_f32(n.v), vdupq_n_s32(127));
+    return {vreinterpretq_f32_s32(vshlq_n_s32(e, 23))};
+  }
+  static VecF32 select_lt(VecF32 a, VecF32 b, VecF32 yes, VecF32 no) {
+    return {vbslq_f32(vcltq_f32(a.v, b.v), yes.v, no.v)};
+  }
+  static VecF32 select_nan(VecF32 a, VecF32 yes, VecF32 no) {
+    return {vbslq_f32(vceqq_f32(a.v, a.v), no.v, yes.v)};
+  }
+  static VecF32 copysign(VecF32 a, VecF32 sign) {
+    return {vbslq_f32(vdupq_n_u32(0x80000000u), sign.v, a.v)};
+  }
+  static float reduce_add(VecF32 a) { return vaddvq_f32(a.v); }
+  static float reduce_max(VecF32 a) { return vmaxvq_f32(a.v); }
+};
+
+}  // namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE

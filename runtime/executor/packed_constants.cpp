@@ -1,0 +1,81 @@
+// Packed constants: built once per loaded program, in memory of their own.
+#include "executor/packed_constants.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "loader/program_data.h"
+
+namespace kiln {
+namespace internal {
+namespace {
+
+// Packed weights get pages of their own, returned to the system when freed.
+void* allocate_packed(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+PackedConstantCache::~PackedConstantCache() {
+  for (Entry& e : entries_) ::munmap(e.data, e.bytes);
+}
+
+uint64_t PackedConstantCache::total_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return total_bytes_;
+}
+
+Result<const void*> PackedConstantCache::get_or_pack(const ProgramData& program, const Tensor& source,
+                                                     const char* layout, size_t bytes, PackFn pack, const void* arg,
+                                                     uint64_t other_bytes, uint64_t* created) {
+  *created = 0;
+  KILN_CHECK_OR_RETURN(source.is_constant() && source.data() != nullptr, InvalidArgument,
+                       "packed_constant: the source %s is not a constant of the program", describe(source).c_str());
+  KILN_CHECK_OR_RETURN(layout != nullptr && layout[0] != '\0' && pack != nullptr && bytes > 0, InvalidArgument,
+                       "packed_constant needs a layout name, a pack function and a size");
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& e : entries_) {
+    if (e.source == source.data() && e.source_bytes == source.nbytes() && e.layout == layout) {
+      KILN_CHECK_OR_RETURN(e.bytes == bytes, Internal,
+                           "packed_constant: layout '%s' of one constant asked for %zu and %zu bytes", layout, e.bytes,
+                           bytes);
+      return static_cast<const void*>(e.data);
+    }
+  }
+  const uint64_t limit = program.options.max_memory_bytes;
+  KILN_CHECK_OR_RETURN(bytes <= limit && total_bytes_ + other_bytes <= limit - bytes, OutOfMemory,
+                       "packing %s (%s) needs %zu bytes: the program's packed weights (%llu bytes) and the method's "
+                       "memory (%llu bytes) would exceed the limit of %llu bytes (LoadOptions::max_memory_bytes)",
+                       describe(source).c_str(), layout, bytes, (unsigned long long)total_bytes_,
+                       (unsigned long long)other_bytes, (unsigned long long)limit);
+  void* data = allocate_packed(bytes);
+  KILN_CHECK_OR_RETURN(data != nullptr, OutOfMemory, "cannot allocate %zu bytes for packed %s", bytes,
+                       describe(source).c_str());
+  pack(arg, data);
+  entries_.push_back({source.data(), source.nbytes(), layout, data, bytes});
+  total_bytes_ += bytes;
+  *created = bytes;
+  // The packed copy replaces the mapped one in memory: packing read every page
+  // of the source into the page cache and this process; let them go.
+  program.bytes->release_pages(source.data(), source.nbytes());
+  return static_cast<const void*>(data);
+}
+
+}  // namespace internal
+
+Result<const void*> packed_constant(KernelContext& ctx, const Tensor& source, const char* layout, size_t bytes,
+                                    PackFn pack, const void* arg) noexcept {
+  internal::KernelServices* services = ctx.services;
+  KILN_CHECK_OR_RETURN(services != nullptr && services->program != nullptr, InvalidArgument,
+                       "packed_constant is only available to a kernel's prepare function during method load");
+  uint64_t created = 0;
+  Result<const void*> r = services->program->packed->get_or_pack(*services->program, source, layout, bytes, pack,
+                                                                  arg, services->method_bytes, &created);
+  services->packed_bytes += created;
+  return r;
+}
+
+}  // namespace kiln
