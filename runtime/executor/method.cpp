@@ -407,7 +407,9 @@ Status MethodState::prepare_steps() {
   uint64_t arena_bytes = 0;
   for (const Arena& a : arenas) arena_bytes = sat_add(arena_bytes, a.size);
   KernelServices services;
-  services.program = program.get();
+  services.cache = program->packed.get();
+  services.memory_limit = program->options.max_memory_bytes;
+  services.file = program->bytes.get();
   infos.resize(steps.size());
   size_t call_bytes = 0, worker_bytes = 0;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "loader/program_data.h"
+#include "loader/program_file.h"
 
 namespace kiln {
 namespace internal {
@@ -28,9 +28,10 @@ uint64_t PackedConstantCache::total_bytes() const {
   return total_bytes_;
 }
 
-Result<const void*> PackedConstantCache::get_or_pack(const ProgramData& program, const Tensor& source,
-                                                     const char* layout, size_t bytes, PackFn pack, const void* arg,
-                                                     uint64_t other_bytes, uint64_t* created) {
+Result<const void*> PackedConstantCache::get_or_pack(const Tensor& source, const char* layout, size_t bytes,
+                                                     PackFn pack, const void* arg, uint64_t limit,
+                                                     uint64_t other_bytes, const ProgramBytes* file,
+                                                     uint64_t* created) {
   *created = 0;
   KILN_CHECK_OR_RETURN(source.is_constant() && source.data() != nullptr, InvalidArgument,
                        "packed_constant: the source %s is not a constant of the program", describe(source).c_str());
@@ -45,7 +46,6 @@ Result<const void*> PackedConstantCache::get_or_pack(const ProgramData& program,
       return static_cast<const void*>(e.data);
     }
   }
-  const uint64_t limit = program.options.max_memory_bytes;
   KILN_CHECK_OR_RETURN(bytes <= limit && total_bytes_ + other_bytes <= limit - bytes, OutOfMemory,
                        "packing %s (%s) needs %zu bytes: the program's packed weights (%llu bytes) and the method's "
                        "memory (%llu bytes) would exceed the limit of %llu bytes (LoadOptions::max_memory_bytes)",
@@ -60,7 +60,7 @@ Result<const void*> PackedConstantCache::get_or_pack(const ProgramData& program,
   *created = bytes;
   // The packed copy replaces the mapped one in memory: packing read every page
   // of the source into the page cache and this process; let them go.
-  program.bytes->release_pages(source.data(), source.nbytes());
+  if (file != nullptr) file->release_pages(source.data(), source.nbytes());
   return static_cast<const void*>(data);
 }
 
@@ -69,11 +69,11 @@ Result<const void*> PackedConstantCache::get_or_pack(const ProgramData& program,
 Result<const void*> packed_constant(KernelContext& ctx, const Tensor& source, const char* layout, size_t bytes,
                                     PackFn pack, const void* arg) noexcept {
   internal::KernelServices* services = ctx.services;
-  KILN_CHECK_OR_RETURN(services != nullptr && services->program != nullptr, InvalidArgument,
+  KILN_CHECK_OR_RETURN(services != nullptr && services->cache != nullptr, InvalidArgument,
                        "packed_constant is only available to a kernel's prepare function during method load");
   uint64_t created = 0;
-  Result<const void*> r = services->program->packed->get_or_pack(*services->program, source, layout, bytes, pack,
-                                                                  arg, services->method_bytes, &created);
+  Result<const void*> r = services->cache->get_or_pack(source, layout, bytes, pack, arg, services->memory_limit,
+                                                       services->method_bytes, services->file, &created);
   services->packed_bytes += created;
   return r;
 }

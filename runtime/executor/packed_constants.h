@@ -11,7 +11,7 @@
 
 namespace kiln::internal {
 
-struct ProgramData;
+class ProgramBytes;
 
 // Packed forms of a program's constants, keyed by (source bytes, layout), shared
 // by every method of the program and freed with it.
@@ -26,9 +26,11 @@ class PackedConstantCache {
 
   // Finds or builds the packed bytes. *created is the number of bytes this call
   // allocated (0 when they existed). `limit` bounds total_bytes() plus
-  // `other_bytes` (the calling method's own planned memory).
-  Result<const void*> get_or_pack(const ProgramData& program, const Tensor& source, const char* layout, size_t bytes,
-                                  PackFn pack, const void* arg, uint64_t other_bytes, uint64_t* created);
+  // `other_bytes` (the calling method's own planned memory). When `file` is
+  // given, the source's pages of that mapped file are released after packing.
+  Result<const void*> get_or_pack(const Tensor& source, const char* layout, size_t bytes, PackFn pack,
+                                  const void* arg, uint64_t limit, uint64_t other_bytes, const ProgramBytes* file,
+                                  uint64_t* created);
 
  private:
   struct Entry {
@@ -45,7 +47,9 @@ class PackedConstantCache {
 
 // What KernelContext::services points at while a method's kernels are prepared.
 struct KernelServices {
-  const ProgramData* program = nullptr;
+  PackedConstantCache* cache = nullptr;
+  uint64_t memory_limit = 0;            // LoadOptions::max_memory_bytes
+  const ProgramBytes* file = nullptr;   // the program's bytes (pages released after packing), or null
   // The method's arenas and scratch so far (for the memory limit).
   uint64_t method_bytes = 0;
   // Packed bytes created by the instruction being prepared.
