@@ -71,7 +71,9 @@ class InstructionInfo:
 
 
 def _as_input(x):
-    """Pass arrays, DLPack and buffer objects through untouched (bound without a copy)."""
+    """An input the native layer can take: tensors that require grad are
+    detached (DLPack refuses them), arrays, DLPack and buffer objects pass
+    through, anything else goes through np.asarray."""
     if isinstance(x, np.ndarray):
         return x
     if getattr(x, "requires_grad", False) and hasattr(x, "detach"):
@@ -114,12 +116,13 @@ class Method:
 
     def run(self, *inputs) -> list[np.ndarray]:
         """Run the method; returns a list with one new numpy array per output."""
-        if len(inputs) != len(self.input_specs):
-            raise InvalidInput(
-                f"method '{self.name}' takes {len(self.input_specs)} inputs "
-                f"({', '.join(s.name for s in self.input_specs)}), got {len(inputs)}"
-            )
-        args = [_as_input(x) for x in inputs]
+        try:
+            return self._native.run(inputs)
+        except TypeError:
+            # Not an array, DLPack or buffer object (a list, a scalar, a tensor
+            # that requires grad): convert what can be converted and retry.
+            pass
+        args = tuple(_as_input(x) for x in inputs)
         try:
             return self._native.run(args)
         except TypeError as e:

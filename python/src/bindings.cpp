@@ -12,6 +12,10 @@
 
 #include "kiln/kiln.h"
 
+// numpy's C API, for creating output arrays without a round trip through Python.
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
 namespace nb = nanobind;
 
 namespace {
@@ -182,57 +186,154 @@ bool is_row_major(const nb::ndarray<nb::ro, nb::device::cpu>& a) {
   return true;
 }
 
-nb::list run_method(PyMethod& self, const std::vector<nb::ndarray<nb::ro, nb::device::cpu>>& inputs) {
+// The dtype of a buffer-protocol view (numpy arrays, memoryviews), from its
+// struct format and item size; false for anything else.
+bool buffer_dtype(const Py_buffer& view, kiln::ScalarType* out) {
+  const char* f = view.format != nullptr ? view.format : "B";
+  if (*f == '@' || *f == '=' || *f == '<') ++f;  // native order (x86-64 and aarch64 are little-endian)
+  if (f[0] == '\0' || f[1] != '\0') return false;
+  const Py_ssize_t size = view.itemsize;
+  switch (f[0]) {
+    case 'f': *out = kiln::ScalarType::Float32; return size == 4;
+    case 'd': *out = kiln::ScalarType::Float64; return size == 8;
+    case 'e': *out = kiln::ScalarType::Float16; return size == 2;
+    case '?': *out = kiln::ScalarType::Bool; return size == 1;
+    case 'B': *out = kiln::ScalarType::UInt8; return size == 1;
+    case 'b': *out = kiln::ScalarType::Int8; return size == 1;
+    case 'i': case 'l': case 'q':
+      if (size == 4) *out = kiln::ScalarType::Int32;
+      else if (size == 8) *out = kiln::ScalarType::Int64;
+      else return false;
+      return true;
+    default: return false;
+  }
+}
+
+// One input of a call and what keeps its memory alive until the call returns.
+struct BoundInput {
+  Py_buffer view{};
+  bool has_view = false;
+  ~BoundInput() {
+    if (has_view) PyBuffer_Release(&view);
+  }
+};
+
+// Binds input i from a C-contiguous buffer (numpy arrays: the common case, no
+// copy). Returns false, with no Python error set, when the object has no such
+// buffer of a known dtype; the caller then takes the general path.
+bool bind_buffer(PyMethod& self, size_t i, nb::handle obj, BoundInput& bound) {
+  if (PyObject_GetBuffer(obj.ptr(), &bound.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  bound.has_view = true;
+  kiln::ScalarType dtype;
+  if (!buffer_dtype(bound.view, &dtype) || bound.view.ndim > kiln::kMaxDims ||
+      reinterpret_cast<uintptr_t>(bound.view.buf) % static_cast<uintptr_t>(bound.view.itemsize) != 0) {
+    PyBuffer_Release(&bound.view);
+    bound.has_view = false;
+    return false;
+  }
+  int64_t sizes[kiln::kMaxDims];
+  for (int d = 0; d < bound.view.ndim; ++d) sizes[d] = bound.view.shape[d];
+  check(self.method.set_input(
+      i, kiln::Tensor::view(bound.view.buf, kiln::Span<const int64_t>(sizes, static_cast<size_t>(bound.view.ndim)),
+                            dtype)));
+  return true;
+}
+
+// Binds input i from anything nanobind reads as an array (DLPack: torch
+// tensors, strided numpy views, ...); strided or misaligned data is copied
+// into the method's scratch.
+void bind_ndarray(PyMethod& self, size_t i, nb::handle obj) {
   const kiln::MethodSpec& spec = self.method.spec();
-  if (inputs.size() != spec.inputs.size()) {
+  nb::ndarray<nb::ro, nb::device::cpu> a;
+  if (!nb::try_cast(obj, a, false)) {
+    throw nb::type_error(kiln::format("input %zu ('%s') is not an array, DLPack or buffer object", i,
+                                      spec.inputs[i].name.c_str()).c_str());
+  }
+  kiln::ScalarType dtype = kiln::ScalarType::Float32;
+  if (!to_scalar_type(a.dtype(), &dtype)) {
     check(kiln::Status(kiln::Error::InvalidInput,
-                       kiln::format("method '%s' takes %zu inputs, got %zu", spec.name.c_str(), spec.inputs.size(),
-                                    inputs.size())));
+                       kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",
+                                    spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.dtype().code,
+                                    a.dtype().bits)));
   }
-  self.scratch.resize(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto& a = inputs[i];
-    kiln::ScalarType dtype = kiln::ScalarType::Float32;
-    if (!to_scalar_type(a.dtype(), &dtype)) {
-      check(kiln::Status(kiln::Error::InvalidInput,
-                         kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",
-                                      spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.dtype().code,
-                                      a.dtype().bits)));
-    }
-    if (a.ndim() > static_cast<size_t>(kiln::kMaxDims)) {
-      check(kiln::Status(kiln::Error::InvalidInput,
-                         kiln::format("method '%s' input %zu ('%s') has %zu dims, at most %d are supported",
-                                      spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.ndim(), kiln::kMaxDims)));
-    }
-    int64_t sizes[kiln::kMaxDims];
-    for (size_t d = 0; d < a.ndim(); ++d) sizes[d] = static_cast<int64_t>(a.shape(d));
-    const void* data = a.data();
-    size_t item = kiln::element_size(dtype);
-    // Bind in place when the layout allows; copy only strided or misaligned inputs.
-    if (!is_row_major(a) || reinterpret_cast<uintptr_t>(data) % item != 0) {
-      copy_strided(a, item, self.scratch[i]);
-      data = self.scratch[i].data();
-    }
-    check(self.method.set_input(i, kiln::Tensor::view(data, kiln::Span<const int64_t>(sizes, a.ndim()), dtype)));
+  if (a.ndim() > static_cast<size_t>(kiln::kMaxDims)) {
+    check(kiln::Status(kiln::Error::InvalidInput,
+                       kiln::format("method '%s' input %zu ('%s') has %zu dims, at most %d are supported",
+                                    spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.ndim(), kiln::kMaxDims)));
   }
+  int64_t sizes[kiln::kMaxDims];
+  for (size_t d = 0; d < a.ndim(); ++d) sizes[d] = static_cast<int64_t>(a.shape(d));
+  const void* data = a.data();
+  size_t item = kiln::element_size(dtype);
+  // Bind in place when the layout allows; copy only strided or misaligned inputs.
+  if (!is_row_major(a) || reinterpret_cast<uintptr_t>(data) % item != 0) {
+    self.scratch.resize(spec.inputs.size());
+    copy_strided(a, item, self.scratch[i]);
+    data = self.scratch[i].data();
+  }
+  check(self.method.set_input(i, kiln::Tensor::view(data, kiln::Span<const int64_t>(sizes, a.ndim()), dtype)));
+}
+
+int numpy_type(kiln::ScalarType t) {
+  switch (t) {
+    case kiln::ScalarType::Float32: return NPY_FLOAT32;
+    case kiln::ScalarType::Float64: return NPY_FLOAT64;
+    case kiln::ScalarType::Int64: return NPY_INT64;
+    case kiln::ScalarType::Int32: return NPY_INT32;
+    case kiln::ScalarType::Bool: return NPY_BOOL;
+    case kiln::ScalarType::Float16: return NPY_FLOAT16;
+    case kiln::ScalarType::UInt8: return NPY_UINT8;
+    case kiln::ScalarType::Int8: return NPY_INT8;
+    case kiln::ScalarType::BFloat16: break;
+  }
+  return -1;
+}
+
+// A new numpy array holding a copy of an output (the arena is reused by the next call).
+nb::object output_array(const kiln::Tensor& t) {
+  const int type = numpy_type(t.dtype());
+  if (type < 0) {
+    check(kiln::Status(kiln::Error::NotSupported,
+                       kiln::format("numpy has no dtype for a %s output", kiln::scalar_type_name(t.dtype()))));
+  }
+  npy_intp dims[kiln::kMaxDims];
+  for (int d = 0; d < t.dim(); ++d) dims[d] = static_cast<npy_intp>(t.sizes()[d]);
+  PyObject* array = PyArray_SimpleNew(t.dim(), dims, type);
+  if (array == nullptr) throw nb::python_error();
+  if (t.nbytes() > 0) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(array)), t.data(), t.nbytes());
+  return nb::steal(array);
+}
+
+// Method.run(inputs): binds every input (in place when possible), executes
+// with the GIL released, and returns a list of new numpy arrays.
+nb::list run_method(PyMethod& self, nb::tuple inputs) {
+  const kiln::MethodSpec& spec = self.method.spec();
+  const size_t n = inputs.size();
+  if (n != spec.inputs.size()) {
+    std::string names;
+    for (const auto& s : spec.inputs) names += (names.empty() ? "" : ", ") + s.name;
+    check(kiln::Status(kiln::Error::InvalidInput, kiln::format("method '%s' takes %zu inputs (%s), got %zu",
+                                                               spec.name.c_str(), spec.inputs.size(), names.c_str(), n)));
+  }
+  BoundInput bound[16];
+  std::vector<BoundInput> more(n > 16 ? n - 16 : 0);
+  for (size_t i = 0; i < n; ++i) {
+    BoundInput& b = i < 16 ? bound[i] : more[i - 16];
+    if (!bind_buffer(self, i, inputs[i], b)) bind_ndarray(self, i, inputs[i]);
+  }
+  kiln::Status status;
   {
     nb::gil_scoped_release release;
-    kiln::Status status = self.method.execute();
-    if (!status.is_ok()) {
-      nb::gil_scoped_acquire acquire;
-      raise_status(status);
-    }
+    status = self.method.execute();
   }
-  nb::list outputs;
-  for (size_t i = 0; i < self.method.num_outputs(); ++i) {
-    const kiln::Tensor& t = self.method.output(i);
-    size_t nbytes = t.nbytes();
-    auto* copy = new uint8_t[nbytes == 0 ? 1 : nbytes];
-    if (nbytes) std::memcpy(copy, t.data(), nbytes);
-    nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-    std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
-    nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
-    outputs.append(array.cast());
+  check(status);
+  const size_t outs = self.method.num_outputs();
+  nb::list outputs = nb::steal<nb::list>(PyList_New(static_cast<Py_ssize_t>(outs)));
+  for (size_t i = 0; i < outs; ++i) {
+    PyList_SET_ITEM(outputs.ptr(), static_cast<Py_ssize_t>(i), output_array(self.method.output(i)).release().ptr());
   }
   return outputs;
 }
@@ -253,6 +354,7 @@ nb::list backends_list(const std::vector<kiln::BackendInfo>& backends) {
 
 NB_MODULE(_kiln, m) {
   m.doc() = "Native layer of kiln; use the kiln package instead.";
+  if (_import_array() < 0) throw nb::python_error();
   m.attr("__version__") = KILN_VERSION_STRING;
   m.attr("ABI_VERSION") = KILN_ABI_VERSION;
 #ifdef KILN_STATIC

@@ -540,14 +540,15 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   KILN_CHECK_OR_RETURN(index < inputs.size(), InvalidInput, "method '%s' has %zu inputs, got input index %zu",
                        spec.name.c_str(), inputs.size(), index);
   const TensorSpec& want = spec.inputs[index];
-  std::string expected = std::string(scalar_type_name(want.dtype)) + "[";
-  for (size_t d = 0; d < want.sizes.size(); ++d) {
-    if (d > 0) expected += ", ";
-    if (want.min_sizes[d] != want.sizes[d]) expected += std::to_string(want.min_sizes[d]) + "..";
-    expected += std::to_string(want.sizes[d]);
-  }
-  expected += "]";
+  // The message is built only on a mismatch: binding is on every call's path.
   auto mismatch = [&](const char* what) {
+    std::string expected = std::string(scalar_type_name(want.dtype)) + "[";
+    for (size_t d = 0; d < want.sizes.size(); ++d) {
+      if (d > 0) expected += ", ";
+      if (want.min_sizes[d] != want.sizes[d]) expected += std::to_string(want.min_sizes[d]) + "..";
+      expected += std::to_string(want.sizes[d]);
+    }
+    expected += "]";
     return Status(Error::InvalidInput,
                   format("method '%s' input %zu ('%s'): %s: expected %s, got %s", spec.name.c_str(), index,
                          want.name.c_str(), what, expected.c_str(), describe(input).c_str()));
