@@ -116,3 +116,11 @@ def max_rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
     """Max abs error relative to the output's scale (G7: within 1e-4)."""
     scale = max(float(np.abs(expected).max()), 1e-6)
     return float(np.abs(actual.astype(np.float64) - expected.astype(np.float64)).max()) / scale
+
+
+@pytest.fixture(scope="session")
+def plugins(tmp_path_factory) -> Path:
+    """tests/cpp/plugins built against the installed SDK: test plugin libraries (registrations, collisions, tiers)."""
+    build = tmp_path_factory.mktemp("plugins")
+    build_cmake_project(REPO / "tests" / "cpp" / "plugins", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    return build

@@ -18,13 +18,6 @@ from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env
 from program_builder import backend_program, single_op_program
 
 
-@pytest.fixture(scope="module")
-def plugins(tmp_path_factory) -> Path:
-    build = tmp_path_factory.mktemp("plugins")
-    build_cmake_project(REPO / "tests" / "cpp" / "plugins", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
-    return build
-
-
 def run_python(code: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=clean_env(), timeout=300)

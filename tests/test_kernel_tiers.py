@@ -1,0 +1,138 @@
+"""Kernel tiers (G10): the highest tier whose prepare accepts an instruction serves it,
+the reference (portable) tier can be forced, the instruction-set level can be lowered,
+and every optimized kernel matches its reference at every level (the C++ harness).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import REPO, build_cmake_project, clean_env
+from program_builder import single_op_program
+
+PORTABLE, OPTIMIZED = 0, 100
+
+
+def relu_program(tmp_path: Path, n: int = 4) -> Path:
+    path = tmp_path / f"relu{n}.kiln"
+    single_op_program(path, "aten::relu", n=n)
+    return path
+
+
+def served_tiers(method) -> list:
+    return [(i.op, i.tier) for i in method.instructions if i.kind == "kernel"]
+
+
+def run_python(code: str, **env) -> str:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=clean_env(**env), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_optimized_tier_serves_by_default_and_the_reference_can_be_forced(tmp_path):
+    path = relu_program(tmp_path)
+    x = np.array([-1.0, 2.0, np.nan, -0.5], dtype=np.float32)
+    fast = kiln.load(path).method()
+    reference = kiln.load(path, kernels="portable").method()
+    assert served_tiers(fast) == [("aten::relu.default", OPTIMIZED)]
+    assert served_tiers(reference) == [("aten::relu.default", PORTABLE)]
+    assert all(os.path.basename(i.library) == os.path.basename(kiln.runtime_library_path())
+               for i in fast.instructions)
+    np.testing.assert_array_equal(fast(x)[0], reference(x)[0])
+    # The environment variable does the same for programs loaded without the option.
+    out = run_python(f"""
+        import kiln
+        print([i.tier for i in kiln.load({str(path)!r}).method().instructions])
+    """, KILN_KERNELS="portable")
+    assert out.strip() == "[0]"
+
+
+def test_isa_can_be_lowered_and_bad_values_are_refused(tmp_path):
+    path = relu_program(tmp_path)
+    assert kiln.load(path).method().isa == kiln.detected_isa()
+    assert kiln.load(path, isa="baseline").method().isa == "baseline"
+    out = run_python(f"""
+        import kiln
+        print(kiln.load({str(path)!r}).method().isa)
+    """, KILN_ISA="baseline")
+    assert out.strip() == "baseline"
+    with pytest.raises(kiln.InvalidArgument, match="LoadOptions::isa is 'sse9'"):
+        kiln.load(path, isa="sse9")
+    with pytest.raises(kiln.InvalidArgument, match="LoadOptions::kernels is 'fastest'; expected 'optimized' or 'portable'"):
+        kiln.load(path, kernels="fastest")
+    foreign = "neon" if kiln.detected_isa() != "neon" else "avx2"
+    with pytest.raises(kiln.InvalidArgument, match=f"'{foreign}', which is not an instruction set of this CPU"):
+        kiln.load(path, isa=foreign)
+
+
+@pytest.mark.shared_runtime
+def test_a_plugin_tier_above_serves_what_its_prepare_accepts(plugins, tmp_path):
+    even, odd = relu_program(tmp_path, 4), relu_program(tmp_path, 3)
+    out = run_python(f"""
+        import numpy as np, os, kiln
+        kiln.load_library({str(plugins / 'libtier_above.so')!r})
+        for path in ({str(even)!r}, {str(odd)!r}):
+            for kernels in ("", "portable"):
+                m = kiln.load(path, kernels=kernels).method()
+                x = np.arange(m.input_specs[0].shape[0], dtype=np.float32) - 1
+                info = m.instructions[0]
+                print(os.path.basename(path), kernels or "default", info.tier,
+                      os.path.basename(info.library), m(x)[0].tolist())
+    """)
+    assert out.splitlines() == [
+        "relu4.kiln default 200 libtier_above.so [1000.0, 1000.0, 1001.0, 1002.0]",
+        "relu4.kiln portable 0 libkiln.so.0 [0.0, 0.0, 1.0, 2.0]",
+        # Declined by the plugin's prepare: the next tier (the runtime's optimized relu) serves it.
+        "relu3.kiln default 100 libkiln.so.0 [0.0, 0.0, 1.0]",
+        "relu3.kiln portable 0 libkiln.so.0 [0.0, 0.0, 1.0]",
+    ]
+
+
+@pytest.mark.shared_runtime
+def test_two_kernels_of_one_tier_collide(plugins, tmp_path):
+    path = relu_program(tmp_path)
+    out = run_python(f"""
+        import numpy as np, kiln
+        try:
+            kiln.load_library({str(plugins / 'libtier_clash.so')!r})
+        except kiln.RegistrationError as e:
+            print("ERROR:", e)
+        print("RESULT:", kiln.load({str(path)!r}).forward(np.array([-1, 2, -3, 4], dtype=np.float32))[0].tolist())
+    """)
+    error = next(line for line in out.splitlines() if line.startswith("ERROR:"))
+    assert "kernel aten::relu.default [f32] at tier 100" in error
+    assert "libtier_clash.so" in error and "libkiln.so.0" in error
+    assert "RESULT: [0.0, 2.0, 0.0, 4.0]" in out  # the first registration (the runtime's) stays
+
+
+def test_inspect_names_the_tier_of_each_instruction(tmp_path):
+    path = relu_program(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "kiln", "inspect", str(path), "--instructions"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"kernels (isa {kiln.detected_isa()}):" in proc.stdout
+    assert "0 aten::relu.default: optimized" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "kiln", "inspect", str(path), "--kernels", "portable"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert "1 x aten::relu.default: portable" in proc.stdout
+
+
+@pytest.mark.build_independent
+def test_optimized_kernels_match_the_reference_at_every_isa_level():
+    """tests/cpp/kernels, built from this source tree with the release flags of the wheel."""
+    build = REPO / "build" / "kernel-tests"  # kept between runs: a full build takes minutes
+    build_cmake_project(REPO, build, defines={"KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_TESTS": "ON"})
+    proc = subprocess.run([str(build / "tests" / "cpp" / "kernel_tiers_test")], capture_output=True, text=True,
+                          env=clean_env(), timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+    summary = proc.stdout.splitlines()[-1]
+    assert summary.endswith(", 0 failures"), summary
