@@ -5,6 +5,7 @@ test sees a crash; only a sanitizer sees an out-of-bounds read that happens not 
 
 import os
 import random
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -36,6 +37,39 @@ def test_kernel_checks(sanitized):
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert ", 0 failures" in proc.stdout
+
+
+def test_optimized_kernels_against_the_reference(sanitized):
+    """The tier harness (every optimized kernel at every ISA level) under ASan and UBSan."""
+    proc = subprocess.run([str(sanitized / "kernel_tiers_test")], capture_output=True, text=True,
+                          env=sanitizer_env(), timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert proc.stdout.splitlines()[-1].endswith(", 0 failures")
+
+
+@pytest.fixture(scope="module")
+def thread_sanitized() -> Path:
+    clang = shutil.which("clang++-19")
+    if clang is None:
+        pytest.skip("ThreadSanitizer needs clang++-19 (Debian clang-19 and libclang-rt-19-dev; scripts/setup.sh "
+                    "installs them when it runs as root)")
+    build_cmake_project(REPO, REPO / "build" / "tsan", defines={
+        "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
+        "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g",
+        "CMAKE_CXX_COMPILER": clang})
+    return REPO / "build" / "tsan" / "tests" / "cpp"
+
+
+@pytest.mark.parametrize("name", ["cnn", "encoder"])
+def test_methods_run_concurrently_under_tsan(thread_sanitized, exported, name):
+    """Three Methods of one Program on three threads (sharing its packed weights and
+    the pool) while a fourth thread resizes the pool: same results as alone, and
+    ThreadSanitizer reports nothing."""
+    proc = subprocess.run([str(thread_sanitized / "concurrent_methods"), str(exported(name)[0]), "8"],
+                          capture_output=True, text=True, timeout=900,
+                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert "0 mismatches, 0 errors" in proc.stdout
 
 
 def corrupt_corpus(base: bytes, seed: int, flips: int, out: Path) -> list:

@@ -99,8 +99,11 @@ std::vector<const KernelEntry*> find_kernels(const std::string& op_name, const s
     auto it = r.kernel_index.find(kernel_key(op_name, sig));
     if (it != r.kernel_index.end()) out.insert(out.end(), it->second.begin(), it->second.end());
   }
-  // Highest tier first; within a tier the exact signature (inserted first) wins.
-  std::stable_sort(out.begin(), out.end(), [](const KernelEntry* a, const KernelEntry* b) { return a->tier > b->tier; });
+  // Highest tier first; within a tier the exact signature (inserted first)
+  // stays first: an insertion sort is stable, and the lists are tiny.
+  for (size_t i = 1; i < out.size(); ++i) {
+    for (size_t j = i; j > 0 && out[j - 1]->tier < out[j]->tier; --j) std::swap(out[j - 1], out[j]);
+  }
   return out;
 }
 
