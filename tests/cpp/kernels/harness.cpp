@@ -247,6 +247,10 @@ int expect_tiers_match(const std::string& what, const char* op, const Args& args
 
 int main(int argc, char** argv) {
   using namespace kiln::test;
+  if (argc > 1 && std::strcmp(argv[1], "--levels") == 0) {  // the levels the comparisons run at
+    for (kiln::Isa isa : supported_isas()) std::printf("%s\n", kiln::isa_name(isa));
+    return 0;
+  }
   const char* filter = argc > 1 ? argv[1] : "";
   int ran = 0;
   for (int threads : {1, 2}) {
