@@ -47,6 +47,19 @@ def pytest_configure(config):
         raise pytest.UsageError(f"kiln was imported from the source tree ({installed}); install it first")
 
 
+def _kernel_choices() -> list:
+    """kiln.load options that pick each kernel path: the reference (portable)
+    tier, and the optimized tier at every instruction-set level this CPU runs."""
+    levels = {"avx512": ["avx512", "avx2", "baseline"], "avx2": ["avx2", "baseline"],
+              "neon": ["neon", "baseline"]}.get(kiln.detected_isa(), ["baseline"])
+    return [{"kernels": "portable"}] + [{"kernels": "optimized", "isa": isa} for isa in levels]
+
+
+# For parametrize: ids like "portable", "optimized-avx2".
+KERNEL_CHOICES = _kernel_choices()
+KERNEL_CHOICE_IDS = ["-".join(c.values()) for c in KERNEL_CHOICES]
+
+
 def clean_env(**extra) -> dict:
     """The environment without loader overrides, as a consumer would have it."""
     env = {k: v for k, v in os.environ.items()

@@ -5,15 +5,15 @@ import pytest
 import torch
 
 import kiln
-from conftest import max_rel_error
+from conftest import KERNEL_CHOICE_IDS, KERNEL_CHOICES, max_rel_error
 
 TOLERANCE = 1e-4
 
 
-def run_both(exported, name, method="forward", inputs=None):
+def run_both(exported, name, method="forward", inputs=None, load_options=None):
     path, model, example, _ = exported(name)
     inputs = inputs if inputs is not None else example
-    program = kiln.load(path)
+    program = kiln.load(path, **(load_options or {}))
     got = program.method(method).run(*[t.numpy() for t in inputs])
     with torch.no_grad():
         want = getattr(model, method)(*inputs)
@@ -21,22 +21,24 @@ def run_both(exported, name, method="forward", inputs=None):
     return got, [w.numpy() for w in want]
 
 
+@pytest.mark.parametrize("load_options", KERNEL_CHOICES, ids=KERNEL_CHOICE_IDS)
 @pytest.mark.parametrize("name", ["mlp", "cnn", "encoder", "tied"])
-def test_matches_eager(exported, name):
-    got, want = run_both(exported, name)
+def test_matches_eager(exported, name, load_options):
+    got, want = run_both(exported, name, load_options=load_options)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         assert max_rel_error(g, w) < TOLERANCE
 
 
+@pytest.mark.parametrize("load_options", KERNEL_CHOICES, ids=KERNEL_CHOICE_IDS)
 @pytest.mark.parametrize("name", ["mlp", "cnn", "encoder"])
-def test_matches_eager_on_fresh_inputs(exported, name):
+def test_matches_eager_on_fresh_inputs(exported, name, load_options):
     # Same program, other values: nothing of the example input is baked in.
     _, _, example, _ = exported(name)
     torch.manual_seed(123)
     fresh = tuple(torch.randn_like(t) * 3 for t in example)
-    got, want = run_both(exported, name, inputs=fresh)
+    got, want = run_both(exported, name, inputs=fresh, load_options=load_options)
     for g, w in zip(got, want):
         assert max_rel_error(g, w) < TOLERANCE
 

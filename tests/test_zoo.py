@@ -61,10 +61,11 @@ def minilm(tmp_path_factory):
     return model, path
 
 
+@pytest.mark.parametrize("kernels", ["optimized", "portable"])
 @pytest.mark.parametrize("length", [1, 2, 9, 37, MINILM_MAX_LEN])
-def test_minilm_embeddings_match_eager_at_any_length(torch, minilm, length):
+def test_minilm_embeddings_match_eager_at_any_length(torch, minilm, length, kernels):
     model, path = minilm
-    method = kiln.load(path).method("forward")
+    method = kiln.load(path, kernels=kernels).method("forward")
     assert method.input_specs[0].shape == (1, MINILM_MAX_LEN)
     assert method.input_specs[0].dynamic_dims == (1,)
     gen = torch.Generator().manual_seed(length)
@@ -135,11 +136,12 @@ def _steps(torch, model, method, prompt, n_steps):
         ids, pos = torch.tensor([[next_id]]), torch.tensor([position])
 
 
-def test_smollm2_prefill_and_steps_match_eager(torch, smollm2):
+@pytest.mark.parametrize("kernels", ["optimized", "portable"])
+def test_smollm2_prefill_and_steps_match_eager(torch, smollm2, kernels):
     from zoo import smollm2 as zoo_smollm2
 
     model, tokenizer, path = smollm2
-    method = kiln.load(path).load_method("forward")
+    method = kiln.load(path, kernels=kernels).load_method("forward")
     assert len(method.state_specs) == 2 * model.cfg.n_layers  # a k and a v cache per layer
     zoo_smollm2.reset_cache(model)
     prompt = tokenizer.chat_prompt("Name three colors.")
@@ -193,10 +195,10 @@ def test_mobile_cnns_match_eager(torch, tmp_path, name):
     model, x = vision.build(name)
     path = tmp_path / f"{name}.kiln"
     export(model, (x,), path)
-    method = kiln.load(path).method("forward")
-    for seed in range(2):
+    for kernels, seed in (("optimized", 0), ("optimized", 1), ("portable", 1)):
+        method = kiln.load(path, kernels=kernels).method("forward")
         inp = x if seed == 0 else torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():
             want = model(inp).numpy()
         (got,) = method(inp.numpy())
-        assert max_rel_error(got, want) < 1e-4
+        assert max_rel_error(got, want) < 1e-4, kernels
