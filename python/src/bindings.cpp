@@ -213,6 +213,7 @@ bool buffer_dtype(const Py_buffer& view, kiln::ScalarType* out) {
 struct BoundInput {
   Py_buffer view{};
   bool has_view = false;
+  nb::object array;  // a torch tensor's numpy view, when the input is one
   ~BoundInput() {
     if (has_view) PyBuffer_Release(&view);
   }
@@ -307,6 +308,21 @@ nb::object output_array(const kiln::Tensor& t) {
   return nb::steal(array);
 }
 
+// torch.Tensor or a torch subclass such as Parameter (kiln never imports torch).
+bool is_torch_tensor(nb::handle obj) {
+  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())));
+  PyObject* module = PyObject_GetAttrString(type.ptr(), "__module__");
+  if (module == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const char* name = PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : nullptr;
+  const bool torch = name != nullptr && (std::strcmp(name, "torch") == 0 || std::strncmp(name, "torch.", 6) == 0);
+  if (name == nullptr) PyErr_Clear();
+  Py_DECREF(module);
+  return torch;
+}
+
 // Method.run(inputs): binds every input (in place when possible), executes
 // with the GIL released, and returns a list of new numpy arrays.
 nb::list run_method(PyMethod& self, nb::tuple inputs) {
@@ -322,7 +338,22 @@ nb::list run_method(PyMethod& self, nb::tuple inputs) {
   std::vector<BoundInput> more(n > 16 ? n - 16 : 0);
   for (size_t i = 0; i < n; ++i) {
     BoundInput& b = i < 16 ? bound[i] : more[i - 16];
-    if (!bind_buffer(self, i, inputs[i], b)) bind_ndarray(self, i, inputs[i]);
+    if (is_torch_tensor(inputs[i])) {
+      // Tensor.numpy() is a zero-copy view and much cheaper than a DLPack
+      // exchange; it refuses tensors that need grad, carry a conj or neg bit,
+      // or live off the CPU, and those take the general path.
+      static PyObject* numpy_name = PyUnicode_InternFromString("numpy");
+      PyObject* view = PyObject_CallMethodNoArgs(inputs[i].ptr(), numpy_name);
+      if (view != nullptr) {
+        b.array = nb::steal(view);
+        if (bind_buffer(self, i, b.array, b)) continue;
+      } else {
+        PyErr_Clear();
+      }
+    } else if (bind_buffer(self, i, inputs[i], b)) {
+      continue;
+    }
+    bind_ndarray(self, i, inputs[i]);
   }
   kiln::Status status;
   {
