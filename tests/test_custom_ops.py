@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import REPO, build_cmake_project, clean_env, max_rel_error
+from conftest import REPO, build_cmake_project, clean_env, assert_close
 
 pytestmark = pytest.mark.shared_runtime
 
@@ -301,7 +301,7 @@ def test_python_load_library_matches_eager(programs, example_build, tmp_path):
     for name, (_, _, expected) in programs.items():
         got = np.load(tmp_path / f"{name}.out.npy")
         assert got.shape == expected.shape, name
-        assert max_rel_error(got, expected) <= TOLERANCE, name
+        assert_close(got, expected, TOLERANCE, name)
 
 
 def test_kiln_plugin_path(programs, example_build):
@@ -312,7 +312,7 @@ def test_kiln_plugin_path(programs, example_build):
         print("OUT:", json.dumps(y.astype(np.float64).ravel().tolist()))
     """, KILN_PLUGIN_PATH=str(example_build / PLUGIN))
     got = np.array(json.loads(proc.stdout.split("OUT:")[1])).reshape(expected.shape)
-    assert max_rel_error(got, expected) <= TOLERANCE
+    assert_close(got, expected, TOLERANCE)
 
 
 def test_cpp_app_linking_the_plugin_target(programs, example_build):
@@ -330,7 +330,7 @@ def test_cpp_app_linking_the_plugin_target(programs, example_build):
         header = next(i for i, line in enumerate(lines) if line.startswith("output 0 "))
         assert lines[header] == f"output 0 f32{list(expected.shape)}"
         got = np.array([float(v) for v in lines[header + 1:]], dtype=np.float32).reshape(expected.shape)
-        assert max_rel_error(got, expected) <= TOLERANCE, name
+        assert_close(got, expected, TOLERANCE, name)
 
 
 def test_plugin_wheel_is_loaded_through_its_entry_point(programs, tmp_path):
@@ -359,4 +359,4 @@ def test_plugin_wheel_is_loaded_through_its_entry_point(programs, tmp_path):
     """, PYTHONPATH=str(site))
     assert f"FROM: [{str(site / 'kiln_demo' / PLUGIN)!r}]" in proc.stdout
     got = np.array(json.loads(proc.stdout.split("OUT:")[1])).reshape(expected.shape)
-    assert max_rel_error(got, expected) <= TOLERANCE
+    assert_close(got, expected, TOLERANCE)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import max_rel_error
+from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -92,14 +92,14 @@ def test_state_with_dynamic_shapes_matches_eager_over_many_calls(torch, exported
         with torch.no_grad():
             want = eager(x)
         for g, w in zip(got, want):
-            assert max_rel_error(g, w.numpy()) < 1e-5
+            assert_close(g, w.numpy(), 1e-5)
     method.reset_state()
     fresh = copy.deepcopy(model)
     x = torch.randn(2, 4, 8)
     with torch.no_grad():
         want = fresh(x)
     for g, w in zip(method(x.numpy()), want):
-        assert max_rel_error(g, w.numpy()) < 1e-5
+        assert_close(g, w.numpy(), 1e-5)
 
 
 def test_returning_the_old_value_of_updated_state(torch, tmp_path):
