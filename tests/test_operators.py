@@ -7,13 +7,15 @@ scale, integer and bool results exactly.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import kiln
-from conftest import assert_close
+from conftest import REPO, assert_close
 
 TOLERANCE = 1e-5
 
@@ -95,15 +97,21 @@ CASES = {
     "logical_not": ("aten::logical_not.default", torch.logical_not, (randn(4, 3) > 0,)),
     "logical_and": ("aten::logical_and.default", torch.logical_and, (randn(4, 3) > 0, randn(3) > 0)),
     "logical_or": ("aten::logical_or.default", torch.logical_or, (randn(4, 3) > 0, randn(3) > 0)),
+    "logical_xor": ("aten::logical_xor.default", torch.logical_xor, (randn(4, 3) > 0, randn(3) > 0)),
     "bitwise_not_bool": ("aten::bitwise_not.default", lambda m: ~m, (randn(5) > 0,)),
     "bitwise_and_bool": ("aten::bitwise_and.Tensor", lambda a, b: a & b, (randn(4, 3) > 0, randn(3) > 0)),
     "bitwise_or_bool": ("aten::bitwise_or.Tensor", lambda a, b: a | b, (randn(4, 3) > 0, randn(3) > 0)),
+    "bitwise_xor_bool": ("aten::bitwise_xor.Tensor", lambda a, b: a ^ b, (randn(4, 3) > 0, randn(3) > 0)),
+    "bitwise_xor_int": ("aten::bitwise_xor.Tensor", lambda a, b: a ^ b, (randint(-9, 9, 4, 3), randint(-9, 9, 3))),
     # reductions along dims
     "argmax": ("aten::argmax.default", lambda x: x.argmax(-1), (distinct(3, 4, 5),)),
     "argmax_ties_nan": ("aten::argmax.default", lambda x: x.argmax(1, keepdim=True),
                         (torch.tensor([[1.0, 3.0, 3.0, 0.0], [1.0, float("nan"), 2.0, float("nan")]]),)),
     "argmax_flat": ("aten::argmax.default", lambda x: x.argmax(), (distinct(3, 4),)),
     "max_dim": ("aten::max.dim", lambda x: x.max(1), (distinct(3, 4, 5),)),
+    "min_dim": ("aten::min.dim", lambda x: x.min(1), (distinct(3, 4, 5),)),
+    "min_dim_keepdim_int": ("aten::min.dim", lambda x: x.min(-1, keepdim=True), ((distinct(2, 3, 7) * 84).long(),)),
+    "argmin": ("aten::argmin.default", lambda x: x.argmin(-1), (distinct(3, 4, 5),)),
     "amax": ("aten::amax.default", lambda x: x.amax((0, 2)), (X,)),
     "amin_keepdim": ("aten::amin.default", lambda x: x.amin(-1, keepdim=True), (X,)),
     "topk": ("aten::topk.default", lambda x: x.topk(3), (distinct(2, 4, 9),)),
@@ -213,17 +221,53 @@ def test_inputs_of_a_case_differ():
     assert copies == []
 
 
+# torch.export rewrites arange(end) and arange(start, end) as arange.start_step: these overloads
+# run in programs built by hand. (overload, arguments before dtype, dtype or None)
+ARANGE_CASES = [
+    ("default", (BIG,), None),
+    ("default", (7.5,), None),
+    ("default", (5,), torch.float32),
+    ("start", (-3, BIG), None),
+    ("start", (0.5, 4), torch.float64),
+]
+
+
+@pytest.mark.parametrize("overload, args, dtype", ARANGE_CASES)
+def test_arange_overloads_match_eager(out_dir, overload, args, dtype):
+    from kiln.export.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.lowering import kiln_dtype
+    from kiln.export.serialize import write_program
+
+    want = torch.arange(*args, dtype=dtype)
+    m = MethodIR(name="forward")
+    out_dtype = kiln_dtype(want.dtype)
+    m.values = [TensorValue(out_dtype, list(want.shape), PLANNED)]
+    m.values += [ScalarValue("Double" if isinstance(a, float) else "Int", a) for a in args]
+    m.values += [ScalarValue("None") if dtype is None else ScalarValue("Int", out_dtype)] + [ScalarValue("None")] * 3
+    m.operators = [("aten::arange", overload)]
+    m.instructions = [Instruction(0, list(range(1, len(m.values))), [0])]
+    m.outputs, m.output_names = [0], ["y"]
+    m.arena_sizes = [m.values[0].nbytes]
+    path = out_dir / f"arange_{overload}.kiln"
+    write_program(ProgramIR([m], [], producer="tests"), path)
+    (got,) = kiln.load(path).forward()
+    assert got.dtype == want.numpy().dtype
+    np.testing.assert_array_equal(got, want.numpy())
+
+
 def test_every_new_operator_is_covered():
     from kiln.export.operators import SUPPORTED_OPERATORS
 
-    covered = {key for key, _, _ in CASES.values()}
-    # Reached only through other spellings or C++ tests: index_copy decomposes to index_put;
-    # full_like and scalar_tensor are folded into constants when shapes are static.
-    cpp_only = {"aten::index_copy.default", "aten::full_like.default", "aten::scalar_tensor.default",
-                "aten::arange.start", "aten::arange.default", "aten::argmin.default", "aten::min.dim",
-                "aten::logical_xor.default", "aten::bitwise_xor.Tensor"}
+    covered = {key for key, _, _ in CASES.values()} | {f"aten::arange.{o}" for o, _, _ in ARANGE_CASES}
+    # Reached only through other spellings, so their kernels are called by tests/cpp/kernel_test.cpp:
+    # index_copy decomposes to index_put; full_like and scalar_tensor are folded into constants when
+    # shapes are static.
+    cpp_only = {"aten::index_copy.default": "index_copy_run", "aten::full_like.default": "full_like_run",
+                "aten::scalar_tensor.default": "scalar_tensor_run"}
+    kernel_test = (REPO / "tests" / "cpp" / "kernel_test.cpp").read_text()
+    assert [key for key, fn in cpp_only.items() if not re.search(rf"\bcall\({fn}, ", kernel_test)] == []
     start = SUPPORTED_OPERATORS.index("aten::index.Tensor")
-    missing = set(SUPPORTED_OPERATORS[start:]) - covered - cpp_only
+    missing = set(SUPPORTED_OPERATORS[start:]) - covered - set(cpp_only)
     assert not missing, sorted(missing)
 
 
