@@ -656,6 +656,7 @@ def test_scalars_become_constants_and_mixed_dtypes_are_cast(torch, tmp_path):
     assert int(m.outputs[2]) == int(m.inputs[0])
     got = run_program(path, "forward", (x, n))
     ref = Arith()(x, n)
+    assert len(got) == len(ref)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b)
 

@@ -37,6 +37,7 @@ def test_matches_eager_on_fresh_inputs(exported, name):
     torch.manual_seed(123)
     fresh = tuple(torch.randn_like(t) * 3 for t in example)
     got, want = run_both(exported, name, inputs=fresh)
+    assert len(got) == len(want)
     for g, w in zip(got, want):
         assert_close(g, w, TOLERANCE)
 

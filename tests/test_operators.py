@@ -338,5 +338,6 @@ def test_tiny_decoder_step_with_kv_cache(out_dir):
         got = program.forward(*[t.numpy() for t in step_inputs])
         with torch.no_grad():
             want = model(*step_inputs)
+        assert len(got) == len(want)
         for g, w in zip(got, want):
             assert_close(g, w.numpy(), TOLERANCE)

@@ -91,6 +91,7 @@ def test_state_with_dynamic_shapes_matches_eager_over_many_calls(torch, exported
         got = method(x.numpy())
         with torch.no_grad():
             want = eager(x)
+        assert len(got) == len(want)
         for g, w in zip(got, want):
             assert_close(g, w.numpy(), 1e-5)
     method.reset_state()
@@ -98,7 +99,9 @@ def test_state_with_dynamic_shapes_matches_eager_over_many_calls(torch, exported
     x = torch.randn(2, 4, 8)
     with torch.no_grad():
         want = fresh(x)
-    for g, w in zip(method(x.numpy()), want):
+    got = method(x.numpy())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
         assert_close(g, w.numpy(), 1e-5)
 
 
@@ -151,6 +154,7 @@ def test_one_buffer_takes_another_buffers_old_value(torch, tmp_path, order):
     for _ in range(3):
         got = method(np.ones(2, np.float32))
         want = eager(torch.ones(2))
+        assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w.numpy())
 
@@ -255,5 +259,6 @@ def test_a_counter_advanced_by_a_dynamic_size(torch, tmp_path):
         x = torch.arange(t).view(1, t)
         got = method(x.numpy())
         want = eager(x)
+        assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w.numpy())
