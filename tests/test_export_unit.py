@@ -109,7 +109,7 @@ def test_plan_random_lifetimes_never_overlap():
 
 
 def test_plan_rejects_bad_lifetimes():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"invalid lifetime Lifetime\(size=8, first=3, last=2\)"):
         plan_memory([Lifetime(8, 3, 2)])
 
 
