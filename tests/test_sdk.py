@@ -88,7 +88,8 @@ def test_pkg_config_consumer(tmp_path, exported):
         pytest.fail("pkg-config is not installed (apt-get install pkg-config)")
     env = clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir())
     cflags = subprocess.run(["pkg-config", "--cflags", "kiln"], env=env, capture_output=True, text=True, check=True)
-    assert f"-I{ROOT / 'include'}" in cflags.stdout.replace("//", "/") or "/include" in cflags.stdout
+    include_dirs = [Path(flag[2:]).resolve() for flag in cflags.stdout.split() if flag.startswith("-I")]
+    assert include_dirs == [ROOT / "include"], cflags.stdout
     subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={tmp_path}"],
                    env=env, check=True, capture_output=True)
     path, *_ = exported("mlp")
