@@ -23,13 +23,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pytest
+import torch
 
 import kiln
 from conftest import REPO, assert_close, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.shared_runtime
-
-torch = pytest.importorskip("torch")
 
 EXAMPLE = REPO / "examples" / "custom_op"
 sys.path.insert(0, str(EXAMPLE))
