@@ -155,14 +155,19 @@ def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
     m.arena_sizes = [16]
     path = tmp_path / "uses.kiln"
     write_program(ProgramIR([m], [], producer="tests"), path)
-    # In a fresh process, from the resident size before the load to the peak after it:
-    # ru_maxrss alone is the process's peak, which an earlier, higher one would hide.
+    # In a fresh process, from its resident size before the load to its peak after it.
+    # Not ru_maxrss: that is a process's peak so far, which an earlier, higher peak of
+    # this pytest process would hide, and a child's includes its parent's size at fork.
     code = textwrap.dedent(f"""
-        import re, resource, kiln
-        with open("/proc/self/status") as f:
-            before = int(re.search(r"VmRSS:\\s+(\\d+) kB", f.read()).group(1))
+        import re, kiln
+
+        def status(field):
+            with open("/proc/self/status") as f:
+                return int(re.search(field + r":\\s+(\\d+) kB", f.read()).group(1))
+
+        before = status("VmRSS")
         method = kiln.load({str(path)!r}).load_method("forward")
-        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+        print((status("VmHWM") - before) / 1024)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
