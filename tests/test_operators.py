@@ -233,7 +233,7 @@ ARANGE_CASES = [
 
 
 @pytest.mark.parametrize("overload, args, dtype", ARANGE_CASES)
-def test_arange_overloads_match_eager(out_dir, overload, args, dtype):
+def test_arange_overloads_match_eager(tmp_path, overload, args, dtype):
     from kiln.export.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
     from kiln.export.lowering import kiln_dtype
     from kiln.export.serialize import write_program
@@ -248,7 +248,7 @@ def test_arange_overloads_match_eager(out_dir, overload, args, dtype):
     m.instructions = [Instruction(0, list(range(1, len(m.values))), [0])]
     m.outputs, m.output_names = [0], ["y"]
     m.arena_sizes = [m.values[0].nbytes]
-    path = out_dir / f"arange_{overload}.kiln"
+    path = tmp_path / "arange.kiln"
     write_program(ProgramIR([m], [], producer="tests"), path)
     (got,) = kiln.load(path).forward()
     assert got.dtype == want.numpy().dtype
