@@ -41,13 +41,20 @@ def test_headers_are_public_only():
     assert "flatbuffers" not in text and "nanobind" not in text and "_generated.h" not in text
 
 
-@pytest.mark.parametrize("header", sorted(p.name for p in (ROOT / "include" / "kiln").glob("*.h")))
-def test_each_header_compiles_alone(header, tmp_path):
-    src = tmp_path / "one.cpp"
-    src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")
-    proc = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{ROOT / 'include'}", str(src)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+def test_each_header_compiles_alone(tmp_path):
+    # One test over the installed headers, not a parametrization over them: with no
+    # headers installed that would be an empty parameter set, which pytest skips.
+    headers = sorted(p.name for p in (ROOT / "include" / "kiln").glob("*.h"))
+    assert "kiln.h" in headers
+    failures = {}
+    for header in headers:
+        src = tmp_path / "one.cpp"
+        src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")
+        proc = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{ROOT / 'include'}",
+                               str(src)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures[header] = proc.stderr
+    assert failures == {}
 
 
 def test_runtime_soname_and_exports():
