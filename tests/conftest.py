@@ -125,10 +125,22 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
     return proc
 
 
-def max_rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """Max abs error relative to the output's scale (G7: within 1e-4)."""
-    scale = max(float(np.abs(expected).max()), 1e-6)
-    return float(np.abs(actual.astype(np.float64) - expected.astype(np.float64)).max()) / scale
+def assert_close(actual, expected, tol: float, what: str = "output") -> None:
+    """G7: `actual` has `expected`'s shape and is within `tol` of the output's scale (its largest finite
+    magnitude). A NaN must meet a NaN and an infinity the same infinity; a failure names the worst element."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, want {expected.shape}"
+    a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+    finite = np.isfinite(e)
+    scale = max(float(np.abs(e[finite]).max(initial=0.0)), 1e-6)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(a - e) / scale
+    err[np.isnan(err)] = np.inf  # NaN against a number, or inf - inf...
+    err[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0  # ...unless it is the same infinity, or NaN against NaN
+    if err.size and err.max() > tol:
+        at = np.unravel_index(int(err.argmax()), actual.shape)
+        raise AssertionError(f"{what}: error {err.max():.3g} of the scale {scale:.3g} at {tuple(map(int, at))} "
+                             f"(got {actual[at]}, want {expected[at]}), tolerance {tol:g}")
 
 
 @pytest.fixture(scope="session")

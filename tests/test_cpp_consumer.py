@@ -82,6 +82,7 @@ def test_hello_runs_dynamic_sizes_and_keeps_state(hello, exported):
     x = np.ones((2, 3, 8), np.float32)
     for call in range(3):
         want = method(x)
+        assert len(want) == 2
         for g, w in zip(got[2 * call: 2 * call + 2], want):
             np.testing.assert_allclose(g, w.ravel(), rtol=1e-6, atol=1e-6)
     assert not np.allclose(got[0], got[2])  # the call counter moved the outputs

@@ -109,7 +109,7 @@ def test_plan_random_lifetimes_never_overlap():
 
 
 def test_plan_rejects_bad_lifetimes():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"invalid lifetime Lifetime\(size=8, first=3, last=2\)"):
         plan_memory([Lifetime(8, 3, 2)])
 
 
@@ -656,6 +656,7 @@ def test_scalars_become_constants_and_mixed_dtypes_are_cast(torch, tmp_path):
     assert int(m.outputs[2]) == int(m.inputs[0])
     got = run_program(path, "forward", (x, n))
     ref = Arith()(x, n)
+    assert len(got) == len(ref)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b)
 

@@ -3,10 +3,15 @@ state: each ends in a typed error at load or at run, never a crash (G8)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
 import kiln
+from conftest import clean_env
 from kiln.export.ir import FLOAT32, STATE, ScalarValue, TensorValue
 from program_builder import sized_view_program
 
@@ -138,8 +143,6 @@ def test_valid_hand_built_state_loads_and_is_reported(tmp_path):
 def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
     """One instruction reading a 512-item IntValueList 200,000 times (an 800 KB
     file) loads without memory proportional to uses times items."""
-    import resource
-
     from kiln.export.ir import BOUND, PLANNED, Instruction, MethodIR, ProgramIR
     from kiln.export.serialize import write_program
 
@@ -152,10 +155,25 @@ def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
     m.arena_sizes = [16]
     path = tmp_path / "uses.kiln"
     write_program(ProgramIR([m], [], producer="tests"), path)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    method = kiln.load(path).load_method("forward")
-    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    # In a fresh process, from its resident size before the load to its peak after it.
+    # Not ru_maxrss: that is a process's peak so far, which an earlier, higher peak of
+    # this pytest process would hide, and a child's includes its parent's size at fork.
+    code = textwrap.dedent(f"""
+        import re, kiln
+
+        def status(field):
+            with open("/proc/self/status") as f:
+                return int(re.search(field + r":\\s+(\\d+) kB", f.read()).group(1))
+
+        before = status("VmRSS")
+        method = kiln.load({str(path)!r}).load_method("forward")
+        print((status("VmHWM") - before) / 1024)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    grown_mb = float(proc.stdout)
     assert grown_mb < 64, grown_mb
+    method = kiln.load(path).load_method("forward")
     with pytest.raises(kiln.KilnError, match="relu"):  # the extra arguments are refused by the kernel
         method(np.ones(4, np.float32))
 

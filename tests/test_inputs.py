@@ -68,7 +68,7 @@ def test_wrong_input_count(mlp):
 
 def test_not_an_array(mlp):
     method, _, _ = mlp
-    with pytest.raises(kiln.InvalidInput):
+    with pytest.raises(kiln.InvalidInput, match="method 'forward': an input is not an array, DLPack or buffer"):
         method.run(object())
 
 
@@ -77,5 +77,5 @@ def test_unknown_method(exported):
     program = kiln.load(path)
     with pytest.raises(kiln.KilnError, match="no method 'nope'"):
         program.method("nope")
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="kiln.Program has no attribute or method 'nope'"):
         program.nope

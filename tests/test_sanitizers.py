@@ -1,6 +1,7 @@
 """G8 under AddressSanitizer and UBSan: the kernels' own checks and a corpus of corrupt
 programs run in C++ programs built from this source tree with sanitizers. A Python
 test sees a crash; only a sanitizer sees an out-of-bounds read that happens not to crash.
+A canary program with a deliberate error of each kind shows that the sanitizers are there.
 """
 
 import os
@@ -30,6 +31,24 @@ def sanitized() -> Path:
 def sanitizer_env():
     return clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=70",
                      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=71")
+
+
+@pytest.mark.parametrize("mode, report, exitcode", [
+    ("heap-overflow", "ERROR: AddressSanitizer: heap-buffer-overflow", 70),
+    ("signed-overflow", "runtime error: signed integer overflow", 71),
+], ids=["asan", "ubsan"])
+def test_a_deliberate_error_is_reported(sanitized, mode, report, exitcode):
+    """The positive control: without it, an uninstrumented build would pass every test here."""
+    proc = subprocess.run([str(sanitized / "sanitizer_canary"), mode], capture_output=True, text=True,
+                          env=sanitizer_env(), timeout=60)
+    assert proc.returncode == exitcode and report in proc.stderr, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("program", ["kernel_test", "run_programs"])
+def test_the_programs_are_instrumented(sanitized, program):
+    # The canary's build options, checked on the programs themselves: they call into both runtimes.
+    symbols = subprocess.run(["nm", str(sanitized / program)], capture_output=True, text=True, check=True).stdout
+    assert "__asan_report_load" in symbols and "__ubsan_handle_" in symbols
 
 
 def test_kernel_checks(sanitized):

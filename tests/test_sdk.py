@@ -41,13 +41,20 @@ def test_headers_are_public_only():
     assert "flatbuffers" not in text and "nanobind" not in text and "_generated.h" not in text
 
 
-@pytest.mark.parametrize("header", sorted(p.name for p in (ROOT / "include" / "kiln").glob("*.h")))
-def test_each_header_compiles_alone(header, tmp_path):
-    src = tmp_path / "one.cpp"
-    src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")
-    proc = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{ROOT / 'include'}", str(src)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+def test_each_header_compiles_alone(tmp_path):
+    # One test over the installed headers, not a parametrization over them: with no
+    # headers installed that would be an empty parameter set, which pytest skips.
+    headers = sorted(p.name for p in (ROOT / "include" / "kiln").glob("*.h"))
+    assert "kiln.h" in headers
+    failures = {}
+    for header in headers:
+        src = tmp_path / "one.cpp"
+        src.write_text(f"#include <kiln/{header}>\nint main() {{ return 0; }}\n")
+        proc = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{ROOT / 'include'}",
+                               str(src)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            failures[header] = proc.stderr
+    assert failures == {}
 
 
 def test_runtime_soname_and_exports():
@@ -88,7 +95,8 @@ def test_pkg_config_consumer(tmp_path, exported):
         pytest.fail("pkg-config is not installed (apt-get install pkg-config)")
     env = clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir())
     cflags = subprocess.run(["pkg-config", "--cflags", "kiln"], env=env, capture_output=True, text=True, check=True)
-    assert f"-I{ROOT / 'include'}" in cflags.stdout.replace("//", "/") or "/include" in cflags.stdout
+    include_dirs = [Path(flag[2:]).resolve() for flag in cflags.stdout.split() if flag.startswith("-I")]
+    assert include_dirs == [ROOT / "include"], cflags.stdout
     subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={tmp_path}"],
                    env=env, check=True, capture_output=True)
     path, *_ = exported("mlp")

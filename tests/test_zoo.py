@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import max_rel_error
+from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -76,7 +76,7 @@ def test_minilm_embeddings_match_eager_at_any_length(torch, minilm, length, kern
         want = model(ids, mask).numpy()
     (got,) = method(ids.numpy(), mask.numpy())
     assert got.shape == (1, 384)
-    assert max_rel_error(got, want) < 1e-4
+    assert_close(got, want, 1e-4)
 
 
 def test_minilm_sentences_and_padding_match_eager(torch, minilm):
@@ -93,8 +93,8 @@ def test_minilm_sentences_and_padding_match_eager(torch, minilm):
             want = model(ids, mask).numpy()
         (got,) = method(ids.numpy(), mask.numpy())
         (got_padded,) = method(padded.numpy(), padded_mask.numpy())
-        assert max_rel_error(got, want) < 1e-4
-        assert max_rel_error(got_padded, want) < 1e-4
+        assert_close(got, want, 1e-4)
+        assert_close(got_padded, want, 1e-4)
 
 
 def test_minilm_refuses_sequences_beyond_the_bound(minilm):
@@ -147,7 +147,7 @@ def test_smollm2_prefill_and_steps_match_eager(torch, smollm2, kernels):
     prompt = tokenizer.chat_prompt("Name three colors.")
     for call, (want, got) in enumerate(_steps(torch, model, method, prompt, n_steps=5)):
         assert got.shape == want.shape == (1, len(prompt) if call == 0 else 1, model.cfg.vocab_size)
-        assert max_rel_error(got, want) < 1e-4, call
+        assert_close(got, want, 1e-4, f"call {call}")
         assert int(got[0, -1].argmax()) == int(want[0, -1].argmax())
 
 
@@ -201,4 +201,4 @@ def test_mobile_cnns_match_eager(torch, tmp_path, name):
         with torch.no_grad():
             want = model(inp).numpy()
         (got,) = method(inp.numpy())
-        assert max_rel_error(got, want) < 1e-4, kernels
+        assert_close(got, want, 1e-4, what=kernels)

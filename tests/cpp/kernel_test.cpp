@@ -142,15 +142,55 @@ bool same_shape(const Buf& b, std::vector<int64_t> want) { return b.shape() == w
 
 std::string shape_str(const std::vector<int64_t>& s) { return describe_sizes(Span<const int64_t>(s.data(), s.size())); }
 
-void expect_close(const char* what, const float* got, const float* want, int64_t n, float tol = 1e-4f) {
-  float worst = 0;
-  int64_t at = -1;
+// Error of one element: relative to max(1, |want|) between finite values; a NaN
+// or an infinity on either side must be matched exactly (NaN by NaN, inf by the
+// same inf), else the error is infinite, so that nothing can hide it.
+double elem_error(float got, float want) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want) ? 0.0 : INFINITY;
+  if (std::isinf(got) || std::isinf(want)) return got == want ? 0.0 : INFINITY;
+  return std::fabs(double(got) - want) / std::max(1.0, std::fabs(double(want)));
+}
+
+struct Worst {
+  double err = 0;
+  int64_t at = -1;  // the first element with the largest error; -1 if all match exactly
+};
+
+Worst worst_error(const float* got, const float* want, int64_t n) {
+  Worst w;
   for (int64_t i = 0; i < n; ++i) {
-    const float err = std::fabs(got[i] - want[i]) / std::max(1.0f, std::fabs(want[i]));
-    if (!(err <= worst)) worst = err, at = i;  // NaN counts as worst
+    const double err = elem_error(got[i], want[i]);
+    if (err > w.err) w.err = err, w.at = i;
   }
-  CHECK(at < 0 || worst <= tol, "%s: max rel error %g at %" PRId64 " (got %g, want %g)", what, worst, at,
-        at >= 0 ? got[at] : 0.0f, at >= 0 ? want[at] : 0.0f);
+  return w;
+}
+
+void expect_close(const char* what, const float* got, const float* want, int64_t n, float tol = 1e-4f) {
+  const Worst w = worst_error(got, want, n);
+  CHECK(w.err <= tol, "%s: max rel error %g at %" PRId64 " of %" PRId64 " (got %g, want %g)", what, w.err, w.at, n,
+        got[w.at], want[w.at]);
+}
+
+// The comparison itself: a NaN or infinity that the reference lacks (or the
+// reverse) fails wherever it is, also after or before a larger finite error.
+void test_expect_close() {
+  const float nan = NAN, inf = INFINITY;
+  auto infinite_at = [](const float* got, const float* want, int64_t n, int64_t i) {
+    const Worst w = worst_error(got, want, n);
+    return w.err == INFINITY && w.at == i;
+  };
+  const float want[4] = {1, 2, 3, 4};
+  const float first_nan[4] = {nan, 2, 3, 4}, nan_after_error[4] = {100, nan, 3, 4}, inf_got[4] = {1, 2, inf, 4};
+  CHECK(infinite_at(first_nan, want, 4, 0), "a NaN result must fail");
+  CHECK(infinite_at(nan_after_error, want, 4, 1), "a NaN after a finite error must be the worst");
+  CHECK(infinite_at(inf_got, want, 4, 2), "an infinite result must fail");
+  CHECK(infinite_at(want, first_nan, 4, 0), "a number where the reference is NaN must fail");
+  const float want_special[3] = {nan, inf, -inf}, neg_inf[3] = {nan, -inf, -inf};
+  CHECK(worst_error(want_special, want_special, 3).err == 0, "NaN and infinities match themselves");
+  CHECK(infinite_at(neg_inf, want_special, 3, 1), "-inf must not match inf");
+  const float off[4] = {1, 2.5f, 3, 3};
+  const Worst w = worst_error(off, want, 4);
+  CHECK(w.at == 1 && std::fabs(w.err - 0.25) < 1e-9, "worst finite error 0.25 at 1, got %g at %" PRId64, w.err, w.at);
 }
 
 // ---- naive references
@@ -1981,6 +2021,7 @@ int main(int argc, char** argv) {
     bench();
     return 0;
   }
+  test_expect_close();
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     test_gemm_random();

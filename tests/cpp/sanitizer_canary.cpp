@@ -1,0 +1,31 @@
+// The positive control of tests/test_sanitizers.py: commits, on request, one error
+// that only an instrumented build reports, so that the clean runs of the other
+// programs prove something.
+//   sanitizer_canary heap-overflow     reads one byte past a heap block (ASan)
+//   sanitizer_canary signed-overflow   overflows an int (UBSan)
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: sanitizer_canary heap-overflow|signed-overflow\n");
+    return 2;
+  }
+  // Sizes and values come from argc (2) and a volatile, so the compiler can neither
+  // prove the error nor drop it.
+  if (std::strcmp(argv[1], "heap-overflow") == 0) {
+    char* block = new char[argc * 4];
+    std::memset(block, 1, argc * 4);
+    const int past_the_end = block[argc * 4];
+    delete[] block;
+    return past_the_end;
+  }
+  if (std::strcmp(argv[1], "signed-overflow") == 0) {
+    volatile int largest = INT_MAX;
+    const int overflowed = largest + argc;
+    return overflowed > 0 ? 0 : 1;
+  }
+  std::fprintf(stderr, "unknown mode '%s'\n", argv[1]);
+  return 2;
+}
