@@ -131,6 +131,8 @@ def build(name: str):
         return MLP().eval(), (torch.randn(4, 32),), {}
     if name == "cnn":
         return ResidualCNN().eval(), (torch.randn(2, 3, 32, 32),), {}
+    if name == "cnn_unfused":  # every intermediate of the model kept (no fusion)
+        return ResidualCNN().eval(), (torch.randn(2, 3, 32, 32),), {"optimize": False}
     if name == "encoder":
         return EncoderBlock().eval(), (torch.randn(2, 16, 64),), {}
     if name == "two_methods":

@@ -367,9 +367,10 @@ def test_header_fields_parse_and_are_consistent(exported_models, example_models)
 
     m = method_of(program, "forward")
     assert _s(m.inputNames[0]) == "x" and [_s(n) for n in m.outputNames] == ["output_0"]
-    assert op_keys(m) == ["aten::linear.default", "aten::relu.default", "aten::tanh.default"]
+    # fc1 + relu and fc2 + tanh fused (fuse_epilogues), dropout (eval) removed, fc3 as it is.
+    assert op_keys(m) == ["kiln::fused_linear.default", "aten::linear.default"]
     assert set(op_keys(m)) <= set(SUPPORTED_OPERATORS)
-    assert len(m.instructions) == 5  # dropout (eval) removed
+    assert len(m.instructions) == 3
     assert list(m.arenaSizes) == [report.methods["forward"].arena_bytes]
 
     # fc1.weight's bytes are stored verbatim in its segment.
@@ -406,17 +407,16 @@ def test_export_restores_training_mode(torch, example_models, tmp_path):
 
 def test_operator_keys_per_model(exported_models):
     expected = {
-        "mlp": ["aten::linear.default", "aten::relu.default", "aten::tanh.default"],
-        "cnn": ["aten::conv2d.default", "aten::_native_batch_norm_legit_no_training.default",
-                "aten::relu.default", "aten::max_pool2d.default", "aten::add.Tensor",
-                "aten::avg_pool2d.default", "aten::adaptive_avg_pool2d.default",
-                "aten::view.default", "aten::linear.default"],
+        "mlp": ["kiln::fused_linear.default", "aten::linear.default"],
+        # batch norms folded; relu and the residual add fused into the convs
+        "cnn": ["kiln::fused_conv2d.default", "aten::max_pool2d.default", "aten::avg_pool2d.default",
+                "aten::adaptive_avg_pool2d.default", "aten::view.default", "aten::linear.default"],
     }
     for name, keys in expected.items():
         assert exported_models[name][1].methods["forward"].operators == keys
     transformer = set(exported_models["transformer"][1].methods["forward"].operators)
     assert {"aten::layer_norm.default", "aten::linear.default", "aten::matmul.default",
-            "aten::_softmax.default", "aten::gelu.default", "aten::slice.Tensor"} <= transformer
+            "aten::_softmax.default", "kiln::fused_linear.default", "aten::slice.Tensor"} <= transformer
 
 
 # ---------------------------------------------------------------------------------
@@ -625,7 +625,7 @@ def test_two_methods_in_one_file_share_constants(torch, tmp_path):
     assert [_s(m.name) for m in program.methods] == ["forward", "encode"]
     assert len(program.segments) == 4  # enc.weight, enc.bias, dec.weight, dec.bias: once each
     enc = method_of(program, "encode")
-    assert op_keys(enc) == ["aten::linear.default", "aten::relu.default"]
+    assert op_keys(enc) == ["kiln::fused_linear.default"]
     assert [_s(n) for n in enc.inputNames] == ["x"]
     with torch.no_grad():
         torch.testing.assert_close(run_program(path, "forward", (x,))[0], model(x))
@@ -675,7 +675,7 @@ def test_import_kiln_export_does_not_import_torch():
         "import kiln.export.serialize, kiln.export.ir, kiln.export.report\n"
         "assert kiln.export.__file__.startswith(%r), kiln.export.__file__\n" % package_dir
         + "assert 'torch' not in sys.modules, 'torch imported'\n"
-        "assert len(kiln.export.operators.SUPPORTED_OPERATORS) == 105\n"
+        "assert len(kiln.export.operators.SUPPORTED_OPERATORS) == 107\n"
     )
     env = dict(os.environ)
     if not stubbed:

@@ -152,6 +152,12 @@ CASES = {
                          (randn(1, 4, 7, 5), randn(8, 1, 3, 3))),
     "grouped_conv2d": ("aten::conv2d.default", lambda x, w: F.conv2d(x, w, stride=2, groups=2),
                        (randn(1, 4, 7, 5), randn(6, 2, 3, 3))),
+    # fused by the exporter (tests/test_fusion.py covers the patterns)
+    "fused_linear": ("kiln::fused_linear.default", lambda x, w, r: F.gelu(F.linear(x, w) + r),
+                     (X, randn(4, 6), randn(2, 5, 4))),
+    "fused_conv2d": ("kiln::fused_conv2d.default",
+                     lambda x, w, b, r: F.hardswish(r + F.conv2d(x, w, b, padding=1, groups=2)),
+                     (randn(1, 4, 7, 5) * 2, randn(6, 2, 3, 3), randn(6), randn(1, 6, 7, 5))),
     "where": ("aten::where.self", lambda x: torch.where(x > 0, x, 0.5 * x), (X,)),
     "masked_fill": ("aten::where.self", lambda x, m: x.masked_fill(m, float("-inf")),
                     (X, randn(5, 1) > 0)),

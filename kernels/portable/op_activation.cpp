@@ -1,10 +1,10 @@
 // Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
-#include "common/kernel_args.h"
+#include "common/activation.h"
 #include "common/elementwise.h"
+#include "common/kernel_args.h"
 #include "portable/portable_ops.h"
 
 namespace kiln {
@@ -14,35 +14,25 @@ namespace {
 
 bool is_float(ScalarType t) { return t == ScalarType::Float32 || t == ScalarType::Float64; }
 
-// Runs a float-only activation `Op::apply<T>(x)` for f32/f64.
-template <typename Op>
-Status float_activation(const char* op, Inputs in, Outputs out) {
-  const Tensor* x;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
-  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
-                       describe(*x).c_str());
-  dispatch_real(x->dtype(), [&](auto tag) {
+// y = f(x) for an f32/f64 x; f is generic over float and double.
+template <typename F>
+Status float_activation(const char* op, const Tensor& x, Tensor& y, F f) {
+  KILN_CHECK_OR_RETURN(is_float(x.dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
+                       describe(x).c_str());
+  dispatch_real(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) map_elements<T>(*x, *out[0], [](T v) { return Op::apply(v); });
+    if constexpr (std::is_floating_point_v<T>) map_elements<T>(x, y, [&](T v) { return f(v); });
   });
   return Status::ok();
 }
 
-struct Sigmoid {
-  template <typename T> static T apply(T v) { return T(1) / (T(1) + std::exp(-v)); }
-};
-struct Tanh {
-  template <typename T> static T apply(T v) { return std::tanh(v); }
-};
-struct Silu {
-  template <typename T> static T apply(T v) { return v / (T(1) + std::exp(-v)); }
-};
-struct Hardswish {
-  template <typename T> static T apply(T v) { return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
-};
-struct Hardsigmoid {
-  template <typename T> static T apply(T v) { return std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
-};
+// A one-argument float activation kernel.
+template <typename F>
+Status unary_float_activation(const char* op, Inputs in, Outputs out, F f) {
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
+  return float_activation(op, *x, *out[0], f);
+}
 
 // Clamps to [lo, hi]; NaN passes through, and lo > hi yields hi, as in PyTorch.
 template <typename T>
@@ -92,14 +82,20 @@ Status clamp_run(KernelContext&, Inputs in, Outputs out) {
   return clamp_common(op, *x, *out[0], has_lo, lo, has_hi, hi);
 }
 
-Status sigmoid_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Sigmoid>("aten::sigmoid.default", in, out); }
-Status tanh_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Tanh>("aten::tanh.default", in, out); }
-Status silu_run(KernelContext&, Inputs in, Outputs out) { return float_activation<Silu>("aten::silu.default", in, out); }
+Status sigmoid_run(KernelContext&, Inputs in, Outputs out) {
+  return unary_float_activation("aten::sigmoid.default", in, out, [](auto v) { return act::sigmoid(v); });
+}
+Status tanh_run(KernelContext&, Inputs in, Outputs out) {
+  return unary_float_activation("aten::tanh.default", in, out, [](auto v) { return act::tanh(v); });
+}
+Status silu_run(KernelContext&, Inputs in, Outputs out) {
+  return unary_float_activation("aten::silu.default", in, out, [](auto v) { return act::silu(v); });
+}
 Status hardswish_run(KernelContext&, Inputs in, Outputs out) {
-  return float_activation<Hardswish>("aten::hardswish.default", in, out);
+  return unary_float_activation("aten::hardswish.default", in, out, [](auto v) { return act::hardswish(v); });
 }
 Status hardsigmoid_run(KernelContext&, Inputs in, Outputs out) {
-  return float_activation<Hardsigmoid>("aten::hardsigmoid.default", in, out);
+  return unary_float_activation("aten::hardsigmoid.default", in, out, [](auto v) { return act::hardsigmoid(v); });
 }
 
 Status gelu_run(KernelContext&, Inputs in, Outputs out) {
@@ -113,22 +109,8 @@ Status gelu_run(KernelContext&, Inputs in, Outputs out) {
   const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
   KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
                        static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
-  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
-                       describe(*x).c_str());
-  dispatch_real(x->dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) {
-      if (tanh) {
-        const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
-        map_elements<T>(*x, *out[0], [=](T v) {
-          return T(0.5) * v * (T(1) + std::tanh(beta * (v + T(0.044715) * v * v * v)));
-        });
-      } else {
-        map_elements<T>(*x, *out[0], [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))); });
-      }
-    }
-  });
-  return Status::ok();
+  if (tanh) return float_activation(op, *x, *out[0], [](auto v) { return act::gelu_tanh(v); });
+  return float_activation(op, *x, *out[0], [](auto v) { return act::gelu(v); });
 }
 
 KILN_REGISTER_KERNEL("aten::relu.default", "f32|f64|i64|i32", relu_run);

@@ -115,6 +115,8 @@ KILN_PORTABLE_OP(div_tensor_mode_run);
 KILN_PORTABLE_OP(remainder_tensor_run);
 KILN_PORTABLE_OP(remainder_scalar_run);
 KILN_PORTABLE_OP(sdpa_run);
+KILN_PORTABLE_OP(fused_linear_run);
+KILN_PORTABLE_OP(fused_conv2d_run);
 
 #undef KILN_PORTABLE_OP
 

@@ -279,6 +279,97 @@ void test_linear() {
   CHECK(s.code() == Error::KernelFailure, "linear K mismatch should fail");
 }
 
+// kiln::fused_linear / fused_conv2d against aten linear / conv2d followed by the residual add and the
+// activation computed here in double; then the arguments a corrupt file could hold.
+void test_fused() {
+  struct Act {
+    const char* name;
+    double lo, hi;
+    double (*ref)(double v, double lo, double hi);
+  };
+  const Act acts[] = {
+      {"none", 0, 0, [](double v, double, double) { return v; }},
+      {"relu", 0, 0, [](double v, double, double) { return v < 0 ? 0.0 : v; }},
+      {"clamp", -0.25, 0.5, [](double v, double lo, double hi) { return std::min(std::max(v, lo), hi); }},
+      {"clamp", -1e300, 0.5, [](double v, double, double hi) { return std::min(v, hi); }},  // beyond float: unbounded
+      {"gelu", 0, 0, [](double v, double, double) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"gelu_tanh", 0, 0,
+       [](double v, double, double) {
+         return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+       }},
+      {"silu", 0, 0, [](double v, double, double) { return v / (1 + std::exp(-v)); }},
+      {"sigmoid", 0, 0, [](double v, double, double) { return 1 / (1 + std::exp(-v)); }},
+      {"tanh", 0, 0, [](double v, double, double) { return std::tanh(v); }},
+      {"hardswish", 0, 0, [](double v, double, double) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
+      {"hardsigmoid", 0, 0, [](double v, double, double) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; }},
+  };
+  // (fused op, its argument list after input/weight/bias/residual, the unfused op and its arguments)
+  Buf xl = rand_f32({2, 3, 7}), wl = rand_f32({5, 7}), bl = rand_f32({5}), rl = rand_f32({2, 3, 5});
+  Buf xc = rand_f32({2, 4, 6, 5}), wc = rand_f32({6, 2, 3, 3}), bc = rand_f32({6}), rc = rand_f32({2, 6, 3, 5});
+  Buf wd = rand_f32({8, 1, 3, 3}), bd = rand_f32({8}), rd = rand_f32({2, 8, 6, 5});  // depthwise, 2 per channel
+  struct Case {
+    const char* what;
+    bool conv;
+    Buf *x, *w, *b, *r;
+    std::vector<int64_t> stride, pad;
+    int64_t groups;
+  };
+  const Case cases[] = {{"fused_linear", false, &xl, &wl, &bl, &rl, {}, {}, 0},
+                        {"fused_conv2d", true, &xc, &wc, &bc, &rc, {2, 1}, {1, 1}, 2},
+                        {"fused_conv2d depthwise", true, &xc, &wd, &bd, &rd, {1, 1}, {1, 1}, 4}};
+  for (const Case& c : cases) {
+    for (bool bias : {false, true}) {
+      for (bool residual : {false, true}) {
+        Buf plain = out_buf();
+        Args pa;
+        pa.tensor(c.x->t).tensor(c.w->t);
+        bias ? pa.tensor(c.b->t) : pa.none();
+        if (c.conv) pa.ints(c.stride).ints(c.pad).ints({1, 1}).i(c.groups);
+        CHECK(call(c.conv ? conv2d_run : linear_run, pa, plain).is_ok(), "%s: unfused", c.what);
+        for (const Act& act : acts) {
+          Buf y = out_buf();
+          Args a;
+          a.tensor(c.x->t).tensor(c.w->t);
+          bias ? a.tensor(c.b->t) : a.none();
+          residual ? a.tensor(c.r->t) : a.none();
+          if (c.conv) a.ints(c.stride).ints(c.pad).ints({1, 1}).i(c.groups);
+          a.str(act.name).d(act.lo).d(act.hi);
+          Status s = call(c.conv ? fused_conv2d_run : fused_linear_run, a, y);
+          CHECK(s.is_ok() && y.shape() == plain.shape(), "%s %s: %s", c.what, act.name, s.message().c_str());
+          if (!s.is_ok()) continue;
+          std::vector<float> want(static_cast<size_t>(plain.t.numel()));
+          for (size_t i = 0; i < want.size(); ++i)
+            want[i] = static_cast<float>(act.ref(plain.f()[i] + (residual ? c.r->f()[i] : 0.0), act.lo, act.hi));
+          expect_close((std::string(c.what) + " " + act.name).c_str(), y.f(), want.data(), plain.t.numel());
+        }
+      }
+    }
+  }
+  // Bad arguments: each is a KernelFailure, never a crash.
+  auto fused_linear_fails = [&](Buf& r, const char* act, double lo, double hi, const char* what) {
+    Buf y = out_buf();
+    Args a;
+    a.tensor(xl.t).tensor(wl.t).none().tensor(r.t).str(act).d(lo).d(hi);
+    CHECK(call(fused_linear_run, a, y).code() == Error::KernelFailure, "fused_linear %s must fail", what);
+  };
+  Buf broadcastable = rand_f32({1, 5}), wrong_dtype({2, 3, 5}, ScalarType::Float64);
+  fused_linear_fails(broadcastable, "none", 0, 0, "with a broadcasting residual");
+  fused_linear_fails(wrong_dtype, "none", 0, 0, "with an f64 residual");
+  fused_linear_fails(rl, "swish", 0, 0, "with an unknown activation");
+  fused_linear_fails(rl, "", 0, 0, "with an empty activation");
+  fused_linear_fails(rl, "clamp", std::nan(""), 1, "with a NaN clamp bound");
+  {
+    Buf y = out_buf();
+    Args a;  // a string argument given as an Int
+    a.tensor(xl.t).tensor(wl.t).none().none().i(1).d(0).d(0);
+    CHECK(call(fused_linear_run, a, y).code() == Error::KernelFailure, "fused_linear activation as an Int must fail");
+    Buf r = rand_f32({2, 6, 3, 4});
+    Args c;  // conv residual of another shape
+    c.tensor(xc.t).tensor(wc.t).none().tensor(r.t).ints({2, 1}).ints({1, 1}).ints({1, 1}).i(2).str("relu").d(0).d(0);
+    CHECK(call(fused_conv2d_run, c, y).code() == Error::KernelFailure, "fused_conv2d residual mismatch must fail");
+  }
+}
+
 void test_mm_family() {
   {
     Buf a = rand_f32({2, 3, 4}), b = rand_f32({4, 5}), y = out_buf();
@@ -2029,6 +2120,7 @@ int main(int argc, char** argv) {
     test_mm_family();
     test_matmul();
     test_conv2d();
+    test_fused();
     test_pools();
     test_softmax_layer_norm();
     test_binary_and_reduce();

@@ -13,7 +13,8 @@ from .report import ExportReport, MethodReport
 __all__ = ["export", "ExportReport", "MethodReport"]
 
 
-def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None) -> ExportReport:
+def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
+           optimize=True) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
     model:          a torch.nn.Module (put in eval mode for the export; its
@@ -25,8 +26,13 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None) ->
                     if it is not None and "forward" is not in `methods`,
                     forward is exported too. Constants shared between methods
                     are stored once.
-    dynamic_shapes: passed to torch.export; symbolic sizes are not supported
-                    yet and make the export fail with ExportError.
+    dynamic_shapes: passed to torch.export (docs/format.md, Dynamic shapes).
+    optimize:       fuse at export (True, the default): batch norms are folded
+                    into the conv2d or linear before them, residual adds and
+                    activations into the linear or conv2d they follow
+                    (kiln::fused_linear, kiln::fused_conv2d). False keeps the
+                    model's operators as they are, for debugging. The report
+                    says what was fused.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
     operator kiln cannot run). Nothing is written unless the export succeeds.
@@ -34,4 +40,4 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None) ->
     from .exporter import export_program
 
     return export_program(model, example_inputs, path, methods=methods,
-                          dynamic_shapes=dynamic_shapes)
+                          dynamic_shapes=dynamic_shapes, optimize=optimize)

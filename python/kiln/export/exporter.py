@@ -2,10 +2,10 @@
 
     ep = torch.export.export(module.eval(), args, strict=False)
     ep = ep.run_decompositions(decomposition_table())
-    PassManager(default_passes()).run(ctx)        # per method
-    find_unsupported(...)                         # all methods, before writing
-    lower_method(ctx, pool)                       # shared ConstantPool = dedup
-    write_program(...)                            # temp file + rename
+    PassManager(default_passes(optimize)).run(ctx)  # per method (optimize: fusion)
+    find_unsupported(...)                           # all methods, before writing
+    lower_method(ctx, pool)                         # shared ConstantPool = dedup
+    write_program(...)                              # temp file + rename
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def _as_float32(model, plan):
 
 
 def export_program(model, example_inputs, path, *, methods=None,
-                   dynamic_shapes=None) -> ExportReport:
+                   dynamic_shapes=None, optimize=True) -> ExportReport:
     start = time.perf_counter()
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"kiln.export.export expects a torch.nn.Module, got {type(model).__name__}")
@@ -222,7 +222,7 @@ def export_program(model, example_inputs, path, *, methods=None,
         model.eval()
         for name, args in plan:
             ctx = _trace(model, name, args, _dynamic_shapes_for(dynamic_shapes, name, names))
-            PassManager(default_passes()).run(ctx)
+            PassManager(default_passes(optimize)).run(ctx)
             contexts.append(ctx)
     finally:
         for m, mode in training.items():
@@ -243,12 +243,14 @@ def export_program(model, example_inputs, path, *, methods=None,
 
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
                           num_segments=len(pool), constant_bytes=pool.total_bytes(),
-                          producer=program.producer, notes=[note] if note else [])
-    for m in method_irs:
+                          producer=program.producer, notes=[note] if note else [],
+                          optimize=optimize)
+    for m, ctx in zip(method_irs, contexts):
         report.methods[m.name] = MethodReport(
             name=m.name, num_instructions=len(m.instructions), operators=m.operator_keys(),
             arena_bytes=sum(m.arena_sizes), naive_bytes=m.naive_bytes,
             constant_bytes=sum(pool[s].nbytes for s in m.constant_segments()),
-            num_inputs=len(m.inputs), num_outputs=len(m.outputs), num_state=len(m.state))
+            num_inputs=len(m.inputs), num_outputs=len(m.outputs), num_state=len(m.state),
+            fused=dict(ctx.fused))
     report.export_seconds = time.perf_counter() - start
     return report

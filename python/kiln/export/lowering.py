@@ -119,7 +119,7 @@ def find_unsupported(ctx: PassContext) -> List[Tuple[str, fx.Node]]:
     """(operator key, node) of every call kiln cannot run, in graph order.
 
     Operators of SUPPORTED_OPERATORS and functional custom operators (any
-    non-PyTorch namespace, see operators.spec_for) pass; whether a kernel
+    namespace neither PyTorch nor kiln owns, see operators.spec_for) pass; whether a kernel
     exists for a custom operator is the runtime's business at method load.
     """
     out = []

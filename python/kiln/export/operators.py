@@ -1,6 +1,8 @@
 """The operators kiln can run, and how the exporter normalizes their arguments.
 
-This is the ONE list of supported ATen operators on the export side. The
+This is the ONE list of supported operators on the export side: ATen
+operators, and kiln's own fused operators (namespace "kiln", declared for
+torch in fused_ops.py and put in the graph by the fusion passes). The
 runtime's kernel registry is the real authority when a program is loaded; the
 exporter refuses anything outside this list so that the failure happens at
 export time, with the model's module paths in the message.
@@ -8,8 +10,8 @@ export time, with the model's module paths in the message.
 Keys are "name.overload", e.g. "aten::linear.default"; in the file an operator
 is written as name "aten::linear" and overload "default".
 
-Custom operators: an operator of any namespace PyTorch does not own (not in
-TORCH_NAMESPACES), e.g. "kiln_demo::scaled_tanh" declared with
+Custom operators: an operator of any namespace neither PyTorch nor kiln owns
+(not in BUILTIN_NAMESPACES), e.g. "kiln_demo::scaled_tanh" declared with
 torch.library.custom_op, is accepted as it is, without being listed here: its
 kernel comes from a plugin library, and whether one is registered is checked
 by the runtime when a method is loaded (MissingKernel). It gets the generic
@@ -147,6 +149,9 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::remainder.Tensor",
     "aten::remainder.Scalar",
     "aten::scaled_dot_product_attention.default",
+    # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
+    "kiln::fused_linear.default",
+    "kiln::fused_conv2d.default",
 )
 
 # Operators that the decomposition table must leave alone (they are kernels).
@@ -318,9 +323,10 @@ def is_supported(key: str) -> bool:
     return key in OP_SPECS
 
 
-#: Namespaces owned by PyTorch. Their operators run only if listed in
-#: SUPPORTED_OPERATORS; an operator of any other namespace is a custom operator.
-TORCH_NAMESPACES = frozenset({"aten", "prims", "prim"})
+#: Namespaces owned by PyTorch, and kiln's own. Their operators run only if
+#: listed in SUPPORTED_OPERATORS; an operator of any other namespace is a
+#: custom operator.
+BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim", "kiln"})
 
 
 def namespace_of(key: str) -> str:
@@ -330,13 +336,13 @@ def namespace_of(key: str) -> str:
 
 
 def is_custom_operator(target) -> bool:
-    """True for an operator overload with a schema from a non-PyTorch namespace
-    (a custom operator declared with torch.library)."""
+    """True for an operator overload with a schema from a namespace neither
+    PyTorch nor kiln owns (a custom operator declared with torch.library)."""
     schema = getattr(target, "_schema", None)
     if schema is None:
         return False
     namespace = namespace_of(schema.name)
-    return bool(namespace) and namespace not in TORCH_NAMESPACES
+    return bool(namespace) and namespace not in BUILTIN_NAMESPACES
 
 
 def _type_name(t) -> str:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Tuple
+
+# How the report names what the fusion passes fused (activations by their own name).
+_FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds")}
 
 
 def _bytes(n: int) -> str:
@@ -11,6 +14,11 @@ def _bytes(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+def _count(what: str, n: int) -> str:
+    one, many = _FUSED_NAMES.get(what, (what, what))
+    return f"{n} {one if n == 1 else many}"
 
 
 @dataclass
@@ -24,6 +32,23 @@ class MethodReport:
     num_inputs: int = 0
     num_outputs: int = 0
     num_state: int = 0          # state tensors (buffers the method updates)
+    # {(what, into): count} fused at export, e.g. ("batch_norm", "conv2d"): 12, ("relu", "conv2d"): 10
+    fused: Dict[Tuple[str, str], int] = field(default_factory=dict)
+
+    def fused_summary(self) -> str:
+        """"12 batch norms folded into conv2d; 3 residual adds and 10 relu into conv2d; ..."."""
+        parts = []
+        for into in sorted({into for _, into in self.fused}):
+            folded = self.fused.get(("batch_norm", into), 0)
+            if folded:
+                parts.append(f"{_count('batch_norm', folded)} folded into {into}")
+            epilogues = [_count(what, n) for (what, i), n in sorted(
+                self.fused.items(), key=lambda item: (item[0][0] != "residual_add", item[0][0]))
+                if i == into and what != "batch_norm"]
+            if epilogues:
+                listed = ", ".join(epilogues[:-1]) + " and " + epilogues[-1] if len(epilogues) > 1 else epilogues[0]
+                parts.append(f"{listed} into {into}")
+        return "; ".join(parts) or "nothing"
 
 
 @dataclass
@@ -36,6 +61,7 @@ class ExportReport:
     constant_bytes: int = 0     # bytes of all segments in the file (after dedup)
     producer: str = ""
     notes: List[str] = field(default_factory=list)   # conversions the exporter made
+    optimize: bool = True       # fusion passes ran (export(..., optimize=False) turns them off)
 
     def __str__(self) -> str:
         lines = [f"kiln export: {self.path}",
@@ -48,5 +74,7 @@ class ExportReport:
             lines.append(f"    memory: planned {m.arena_bytes} bytes (naive {m.naive_bytes})"
                          f", constants {m.constant_bytes} bytes")
             lines.append(f"    operators ({len(m.operators)}): {', '.join(m.operators)}")
+            lines.append(f"    fused: {m.fused_summary()}" if self.optimize else
+                         "    fused: nothing (optimize=False)")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

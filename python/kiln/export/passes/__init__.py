@@ -8,13 +8,16 @@ pipeline the exporter uses; PassManager names the pass that failed.
 from __future__ import annotations
 
 
-def default_passes():
-    """The exporter's pass pipeline, in order (imports torch)."""
+def default_passes(optimize: bool = True):
+    """The exporter's pass pipeline, in order (imports torch). `optimize`
+    adds the fusion passes (export(..., optimize=False) leaves them out)."""
     from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_constants, insert_dtype_casts, lower_split_ops, match_state_updates,
-                   remove_noop_ops, simplify_view_chains, tensorize_symbolic_scalars)
+                   fold_batch_norms, fold_constants, fuse_epilogues, insert_dtype_casts,
+                   lower_split_ops, match_state_updates, remove_noop_ops, simplify_view_chains,
+                   tensorize_symbolic_scalars)
     from .manager import load_pass
 
+    fusion = (fold_batch_norms, fuse_epilogues) if optimize else ()
     return [load_pass(m) for m in (
         check_shape_bounds,
         tensorize_symbolic_scalars,
@@ -27,5 +30,6 @@ def default_passes():
         insert_dtype_casts,
         fold_constants,
         remove_noop_ops,        # casts of constants that folding made trivial
+        *fusion,                # on constants and operators in their final form
         eliminate_dead_code,
     )]

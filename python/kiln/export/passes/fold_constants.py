@@ -11,7 +11,7 @@ than its inputs (an expand of a bias to a large activation shape, say): the
 file would grow by the result while the run-time saving is one cheap kernel.
 Results with a dynamic size are never folded (their size is known at run
 time only). Random operators are never folded, and neither are custom operators (any
-non-PyTorch namespace, declared with torch.library): the user asked for their
+namespace neither PyTorch nor kiln owns, declared with torch.library): the user asked for their
 kernel to run, and their Python implementation is only a reference that may
 differ from it, be slow, or not exist (a fake/meta implementation only).
 """

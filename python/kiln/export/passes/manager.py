@@ -44,6 +44,8 @@ class PassContext:
     method: str = "forward"
     module_prefix: str = ""          # stripped from nn_module_stack paths
     stats: Dict[str, int] = field(default_factory=dict)
+    # {(what, into): count} of the fusion passes, e.g. ("batch_norm", "conv2d"): for the report.
+    fused: Dict[Tuple[str, str], int] = field(default_factory=dict)
     state: Dict[fx.Node, Tuple[str, torch.Tensor]] = field(default_factory=dict)
     mutated: List[fx.Node] = field(default_factory=list)
     input_symbol_bounds: Dict[object, object] = field(default_factory=dict)  # see check_shape_bounds
@@ -70,6 +72,10 @@ class PassContext:
 
     def count(self, what: str, n: int = 1) -> None:
         self.stats[what] = self.stats.get(what, 0) + n
+
+    def count_fusion(self, what: str, into: str) -> None:
+        """Records that one `what` (batch_norm, residual_add, relu, ...) was fused into `into`."""
+        self.fused[(what, into)] = self.fused.get((what, into), 0) + 1
 
     # -- rewriting ---------------------------------------------------------
     def add_constant(self, tensor: torch.Tensor, name_hint: str = "const") -> fx.Node:

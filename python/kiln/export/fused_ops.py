@@ -1,0 +1,73 @@
+"""The kiln-namespace operators the fusion passes put in the FX graph.
+
+    kiln::fused_linear(input, weight, bias?, residual?, activation, act_min, act_max)
+        = act(linear(input, weight, bias) + residual)
+    kiln::fused_conv2d(input, weight, bias?, residual?, stride, padding, dilation, groups,
+                       activation, act_min, act_max)
+        = act(conv2d(input, weight, bias, stride, padding, dilation, groups) + residual)
+
+The residual (None, or exactly the output's shape and dtype) is added before
+the activation. ACTIVATIONS lists the activation names; act_min and act_max
+are read for "clamp" only. The runtime's kernels (kernels/portable/op_fused.cpp
+and the optimized ones) implement exactly these schemas.
+
+They are declared with torch.library so that a fused graph stays an ordinary
+FX graph that torch can run and check: the CPU implementation is the eager
+math, the fake one gives the output's shape and dtype. Importing this module
+imports torch; the passes import it when they run.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+FUSED_LINEAR_SCHEMA = ("(Tensor input, Tensor weight, Tensor? bias, Tensor? residual, str activation, "
+                       "float act_min, float act_max) -> Tensor")
+FUSED_CONV2D_SCHEMA = ("(Tensor input, Tensor weight, Tensor? bias, Tensor? residual, int[2] stride, "
+                       "int[2] padding, int[2] dilation, int groups, str activation, float act_min, "
+                       "float act_max) -> Tensor")
+
+_ACTIVATIONS = {
+    "none": lambda y, lo, hi: y,
+    "relu": lambda y, lo, hi: torch.relu(y),
+    "clamp": lambda y, lo, hi: torch.clamp(y, lo, hi),
+    "gelu": lambda y, lo, hi: F.gelu(y),
+    "gelu_tanh": lambda y, lo, hi: F.gelu(y, approximate="tanh"),
+    "silu": lambda y, lo, hi: F.silu(y),
+    "sigmoid": lambda y, lo, hi: torch.sigmoid(y),
+    "tanh": lambda y, lo, hi: torch.tanh(y),
+    "hardswish": lambda y, lo, hi: F.hardswish(y),
+    "hardsigmoid": lambda y, lo, hi: F.hardsigmoid(y),
+}
+ACTIVATIONS = tuple(_ACTIVATIONS)
+
+
+def _epilogue(y, residual, activation, act_min, act_max):
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; expected one of {', '.join(ACTIVATIONS)}")
+    if residual is not None:
+        y = y + residual
+    return _ACTIVATIONS[activation](y, act_min, act_max)
+
+
+def _define(name: str, schema: str, compute) -> None:
+    qualified = f"kiln::{name}"
+    torch.library.define(qualified, schema)
+
+    @torch.library.impl(qualified, "CPU")
+    def _cpu(input, weight, bias, residual, *rest):
+        *conv_args, activation, act_min, act_max = rest
+        return _epilogue(compute(input, weight, bias, *conv_args), residual, activation, act_min, act_max)
+
+    @torch.library.register_fake(qualified)
+    def _fake(input, weight, bias, residual, *rest):
+        *conv_args, _, _, _ = rest
+        return compute(input, weight, bias, *conv_args)
+
+
+_define("fused_linear", FUSED_LINEAR_SCHEMA, F.linear)
+_define("fused_conv2d", FUSED_CONV2D_SCHEMA, F.conv2d)
+
+fused_linear = torch.ops.kiln.fused_linear.default
+fused_conv2d = torch.ops.kiln.fused_conv2d.default
