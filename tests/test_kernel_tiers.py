@@ -160,3 +160,23 @@ def test_neon_kernels_match_the_reference_under_qemu():
     proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(build / "tests" / "cpp" / "kernel_tiers_test"),
                            "--levels"], capture_output=True, text=True, env=clean_env(), timeout=600)
     assert proc.stdout.split() == ["baseline", "neon"], proc.stdout + proc.stderr
+
+
+def test_export_report_says_which_tier_serves_each_method(tmp_path):
+    import torch
+    from kiln.export import export
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    report = export(model, (torch.randn(2, 8),), tmp_path / "mlp.kiln")
+    method = report.methods["forward"]
+    loaded = kiln.load(tmp_path / "mlp.kiln").method()
+    tiers = {}
+    for info in loaded.instructions:
+        name = {0: "portable", 100: "optimized"}[info.tier]
+        tiers[name] = tiers.get(name, 0) + 1
+    assert method.kernel_tiers == tiers and sum(tiers.values()) == method.num_instructions
+    assert report.isa == kiln.detected_isa()
+    assert f"kernels here ({report.isa}): " in str(report)
+    program = kiln.load(tmp_path / "mlp.kiln")
+    program.method()
+    assert report.packed_bytes == program.packed_bytes

@@ -252,5 +252,34 @@ def export_program(model, example_inputs, path, *, methods=None,
             constant_bytes=sum(pool[s].nbytes for s in m.constant_segments()),
             num_inputs=len(m.inputs), num_outputs=len(m.outputs), num_state=len(m.state),
             fused=dict(ctx.fused))
+    _load_here(report)
     report.export_seconds = time.perf_counter() - start
     return report
+
+
+def _load_here(report: ExportReport) -> None:
+    """Loads the written program with this process's runtime and records which
+    kernel tier serves each method's instructions and the weights it prepacks,
+    so the report says what the program costs on this machine."""
+    from .. import _program
+    from ..errors import KilnError
+
+    tier_names = {0: "portable", 100: "optimized"}
+    program = _program.load(report.path)
+    for name, m in report.methods.items():
+        try:
+            method = program.load_method(name)
+        except KilnError as e:
+            m.load_error = f"{type(e).__name__}: {e}"
+            continue
+        report.isa = method.isa
+        portable = set()
+        for info in method.instructions:
+            if info.kind != "kernel":
+                continue
+            tier = tier_names.get(info.tier, f"tier {info.tier}")
+            m.kernel_tiers[tier] = m.kernel_tiers.get(tier, 0) + 1
+            if info.tier == 0:
+                portable.add(info.op)
+        m.portable_operators = sorted(portable)
+    report.packed_bytes = program.packed_bytes

@@ -34,6 +34,20 @@ class MethodReport:
     num_state: int = 0          # state tensors (buffers the method updates)
     # {(what, into): count} fused at export, e.g. ("batch_norm", "conv2d"): 12, ("relu", "conv2d"): 10
     fused: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    # How this machine's runtime serves the method (kernels_summary): instructions per
+    # kernel tier, and the operators only a portable (reference) kernel serves.
+    kernel_tiers: Dict[str, int] = field(default_factory=dict)
+    portable_operators: List[str] = field(default_factory=list)
+    load_error: str = ""        # why the method could not be loaded here, if it could not
+
+    def kernels_summary(self) -> str:
+        """"118 optimized, 38 portable (aten::slice.Tensor, ...)"."""
+        if self.load_error:
+            return f"not loaded here: {self.load_error}"
+        text = ", ".join(f"{n} {tier}" for tier, n in sorted(self.kernel_tiers.items(), key=lambda kv: -kv[1]))
+        if self.portable_operators:
+            text += f" (portable: {', '.join(self.portable_operators)})"
+        return text or "no kernel calls"
 
     def fused_summary(self) -> str:
         """"12 batch norms folded into conv2d; 3 residual adds and 10 relu into conv2d; ..."."""
@@ -62,6 +76,8 @@ class ExportReport:
     producer: str = ""
     notes: List[str] = field(default_factory=list)   # conversions the exporter made
     optimize: bool = True       # fusion passes ran (export(..., optimize=False) turns them off)
+    isa: str = ""               # instruction-set level the methods were loaded with here
+    packed_bytes: int = 0       # prepacked weights of the loaded methods (a runtime cost, on top of the file)
 
     def __str__(self) -> str:
         lines = [f"kiln export: {self.path}",
@@ -76,5 +92,7 @@ class ExportReport:
             lines.append(f"    operators ({len(m.operators)}): {', '.join(m.operators)}")
             lines.append(f"    fused: {m.fused_summary()}" if self.optimize else
                          "    fused: nothing (optimize=False)")
+            lines.append(f"    kernels here ({self.isa}): {m.kernels_summary()}")
+        lines.append(f"  packed weights when loaded here: {self.packed_bytes} bytes ({_bytes(self.packed_bytes)})")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
