@@ -63,6 +63,7 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+import zlib  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -357,7 +358,9 @@ QUICK_ROWS = ("mobilenet_v3_small", "minilm_16")
 
 def build_rows(selected: list[str]) -> tuple[dict[str, Model], list[Row]]:
     """The eager models and rows among `selected` (row names or model names)."""
-    gen = torch.Generator().manual_seed(0)
+    def gen(name: str) -> torch.Generator:  # inputs independent of which rows are selected
+        return torch.Generator().manual_seed(zlib.crc32(name.encode()))
+
     models: dict[str, Model] = {}
     rows: list[Row] = []
 
@@ -370,24 +373,24 @@ def build_rows(selected: list[str]) -> tuple[dict[str, Model], list[Row]]:
         net = ResNet18() if name == "resnet18" else \
             {"mobilenet_v3_small": vision.MobileNetV3Small, "efficientnet_like": vision.EfficientNetLike}[name]()
         vision._randomize(net, seed=0)  # the zoo's seeded weights and measured BN statistics
-        x = torch.randn(IMAGE, generator=gen)
+        x = torch.randn(IMAGE, generator=gen(name))
         models[name] = Model(net, (x,))
         rows.append(Row(name, name, "x".join(map(str, IMAGE)), [x.numpy()]))
 
     if any(wanted(f"minilm_{s}", "minilm") for s in (16, 128)):
         seq = torch.export.Dim("seq", max=128)
-        ids = torch.randint(1000, 30000, (1, 16), generator=gen)
+        ids = torch.randint(1000, 30000, (1, 16), generator=gen("minilm"))
         models["minilm"] = Model(minilm.load_minilm(), (ids, torch.ones_like(ids)), ({1: seq}, {1: seq}),
                                  onnx_input_names=["input_ids", "attention_mask"])
         for s in (16, 128):
             if wanted(f"minilm_{s}", "minilm"):
-                ids = torch.randint(1000, 30000, (1, s), generator=gen).numpy()
+                ids = torch.randint(1000, 30000, (1, s), generator=gen(f"minilm_{s}")).numpy()
                 rows.append(Row(f"minilm_{s}", "minilm", f"{s} tokens", [ids, np.ones_like(ids)]))
 
     if wanted("smollm2_prefill_64", "smollm2") or wanted("smollm2_decode", "smollm2"):
         llm = smollm2.load_smollm2(capacity=LLM_CAPACITY)
         cfg = llm.cfg
-        prompt = torch.randint(0, cfg.vocab_size, (1, PREFILL), generator=gen)
+        prompt = torch.randint(0, cfg.vocab_size, (1, PREFILL), generator=gen("smollm2"))
         pos = torch.arange(PREFILL)
         tokens = torch.export.Dim("tokens", max=LLM_CAPACITY)
         cache = [torch.zeros(1, cfg.n_kv_heads, LLM_CAPACITY, cfg.head_dim) for _ in range(cfg.n_layers)]
@@ -403,7 +406,7 @@ def build_rows(selected: list[str]) -> tuple[dict[str, Model], list[Row]]:
             rows.append(Row("smollm2_prefill_64", "smollm2", f"prefill {PREFILL} tokens",
                             [prompt.numpy(), pos.numpy()]))
         if wanted("smollm2_decode", "smollm2"):
-            step = torch.randint(0, cfg.vocab_size, (1, 1), generator=gen).numpy()
+            step = torch.randint(0, cfg.vocab_size, (1, 1), generator=gen("smollm2_decode")).numpy()
             rows.append(Row("smollm2_decode", "smollm2", f"1 token after {PREFILL}",
                             [step, np.array([PREFILL])], prefix=[prompt.numpy(), pos.numpy()]))
     return models, rows
@@ -614,16 +617,17 @@ class Table:
     headers: list
     rows: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    left: int = 1  # leading columns that hold names, aligned left
 
     def render(self, markdown: bool) -> str:
         if markdown:
             lines = [f"**{self.title}**", "", "| " + " | ".join(self.headers) + " |",
-                     "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
+                     "|" + "|".join("---" if i < self.left else "---:" for i in range(len(self.headers))) + "|"]
             lines += ["| " + " | ".join(map(str, r)) + " |" for r in self.rows]
             lines += [""] + [f"{n}  " for n in self.notes]
             return "\n".join(lines).rstrip() + "\n"
         widths = [max(len(str(x)) for x in col) for col in zip(self.headers, *self.rows)]
-        fmt = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)  # noqa: E731
+        fmt = lambda r: "  ".join(str(x).ljust(w) if i < self.left else str(x).rjust(w)  # noqa: E731
                                   for i, (x, w) in enumerate(zip(r, widths)))
         lines = [self.title, fmt(self.headers), fmt(["-" * w for w in widths])]
         lines += [fmt(r) for r in self.rows] + self.notes
@@ -645,7 +649,7 @@ def bench_models(models, rows, threads, workdir, args, probe_copy_gbs) -> list[T
     table = Table(f"Models, {threads} thread(s): median ms per call ({args.rounds} rounds at most)",
                   ["model", "input", "kiln ms", "ort ms", "torch ms", "kiln/ort", "kiln/torch",
                    f"<= {TARGET_VS_ORT}x ort", "err kiln", "err ort", "rss+ kiln MB", "rss+ ort MB",
-                   "rss+ torch MB", "rounds"])
+                   "rss+ torch MB", "rounds"], left=2)
     tables = [table]
     decode = None
     for key, model in models.items():
@@ -675,9 +679,11 @@ def bench_models(models, rows, threads, workdir, args, probe_copy_gbs) -> list[T
         "err: max |out - torch| / max |torch| against eager PyTorch on the same inputs.",
         "rss+: peak RSS growth of loading the model and running this row 3 times, in a fresh "
         "subprocess per runtime (baseline after imports); torch loads the pickled module with mmap=True.",
-        "smollm2_decode: one token at position 64 after a 64-token prefill (KV cache of 128 positions); "
-        "ORT runs a functional copy of the model that takes and returns the caches.",
     ]
+    if "smollm2" in models:
+        table.notes.append(f"smollm2: KV cache of {LLM_CAPACITY} positions; decode is one token at position "
+                           f"{PREFILL} after a {PREFILL}-token prefill. ORT runs a functional copy of the model "
+                           "that takes the caches as inputs and returns the updated caches.")
     if decode is not None:
         gbs = probe_copy_gbs(threads)
         weight_bytes = decode_weight_bytes(models["smollm2"].eager)
@@ -741,9 +747,9 @@ def bench_gemm(threads, workdir, args, peak) -> Table:
     table = Table(f"GEMM, {threads} thread(s): GFLOP/s (share of the {peak:.0f} GFLOP/s FMA peak at "
                   f"{threads} thread(s))",
                   ["M x K x N", "shape of", "kiln W const", "kiln a@b", "numpy", "torch", "kiln/numpy",
-                   f">= {TARGET_PEAK_SHARE:.0%} peak", "err kiln", "rounds"])
-    gen = np.random.default_rng(0)
+                   f">= {TARGET_PEAK_SHARE:.0%} peak", "err kiln", "rounds"], left=2)
     for m, k, n, origin in gemm_shapes(args.quick):
+        gen = np.random.default_rng([m, k, n])  # same operands whichever shapes run (--keep reuses W)
         a = gen.standard_normal((m, k), dtype=np.float32)
         b = gen.standard_normal((k, n), dtype=np.float32)
         tag = f"{m}x{k}x{n}"
