@@ -795,6 +795,10 @@ def bench_gemm(threads, workdir, args, peak) -> Table:
 # --------------------------------------------------------------------------- main
 
 
+def load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def header(args, probe_peak, dropped) -> list[str]:
     from threadpoolctl import threadpool_info
 
@@ -806,7 +810,7 @@ def header(args, probe_peak, dropped) -> list[str]:
                 if line.startswith("model name")), platform.processor())
     lines = [
         f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}; machine: {cpu}, {os.cpu_count()} cores; "
-        f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}",
+        f"load average {load_average()} (1, 5, 15 min)",
         f"python {platform.python_version()}, torch {torch.__version__}, onnxruntime {ort.__version__}, "
         f"onnx {onnx.__version__}, onnxscript {onnxscript.__version__}, numpy {np.__version__}, "
         f"kiln {kiln.__version__} ({kiln.runtime_library_path()})",
@@ -815,6 +819,9 @@ def header(args, probe_peak, dropped) -> list[str]:
         "OpenBLAS env: " + (f"unset {dropped} for this process" if dropped else
                             "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE not set"),
     ]
+    if os.getloadavg()[0] >= 1:
+        lines.append("WARNING: other processes are using the cores: timings are noisy, the 2-thread "
+                     "ones above all (OpenMP and OpenBLAS workers wait for descheduled peers)")
     for info in threadpool_info():
         if info.get("internal_api") == "openblas":
             lines.append(f"numpy BLAS: {info['internal_api']} {info.get('version')}, "
@@ -848,6 +855,9 @@ def parse_args():
         args.rounds = args.gemm_rounds = 3
     args.only = [s for s in args.only.split(",") if s] or \
         (list(QUICK_ROWS) + ["call_overhead"] if args.quick else list(ROW_NAMES) + ["call_overhead"])
+    unknown = set(args.only) - {*ROW_NAMES, "minilm", "smollm2", "call_overhead"}
+    if unknown:
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
     return args
 
 
@@ -877,6 +887,7 @@ def main() -> None:
 
         for threads in args.threads:
             set_threads(threads)
+            load_before = load_average()
             tables: list[Table] = []
             if rows:
                 tables += bench_models(models, rows, threads, workdir, args, probe.copy_gbs)
@@ -886,6 +897,8 @@ def main() -> None:
                 tables.append(bench_gemm(threads, workdir, args, peaks[threads]))
             for table in tables:
                 print(table.render(args.markdown), flush=True)
+            print(f"Load average of the {threads}-thread pass: {load_before} at its start, "
+                  f"{load_average()} at its end.\n", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
