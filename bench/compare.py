@@ -10,7 +10,8 @@ torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
 - Models: MobileNetV3-small, the EfficientNet-like net and a ResNet-18 (random
   weights) at 1x3x224x224, MiniLM at 16 and 128 tokens, SmolLM2-135M prefill of
   64 tokens and one decode step after it. Every round runs each runtime once on
-  the same inputs (the order rotates from round to round); the tables show
+  the same inputs (the order rotates from round to round, and each call starts
+  once the previous runtime's worker threads have stopped spinning); the tables show
   medians, kiln/ORT and kiln/torch, the verdict against kiln <= 0.85x ORT, each
   runtime's error against eager torch (max abs difference / max abs of the
   output) and the peak RSS growth of loading and running the model, measured in
