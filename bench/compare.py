@@ -1,0 +1,909 @@
+"""kiln beside ONNX Runtime (CPU provider) and eager PyTorch, interleaved in one process (issue 9).
+
+    bash bench/setup.sh                                   # once: build/bench-venv with onnxruntime
+    build/bench-venv/bin/python bench/compare.py          # full run, 1 and 2 threads
+    build/bench-venv/bin/python bench/compare.py --quick  # smoke test: small subset, 3 rounds
+
+What it measures, for each thread count (kiln.set_num_threads and KILN_NUM_THREADS,
+torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
+
+- Models: MobileNetV3-small, the EfficientNet-like net and a ResNet-18 (random
+  weights) at 1x3x224x224, MiniLM at 16 and 128 tokens, SmolLM2-135M prefill of
+  64 tokens and one decode step after it. Every round runs each runtime once on
+  the same inputs (the order rotates from round to round, and each call starts
+  once the previous runtime's worker threads have stopped spinning); the tables show
+  medians, kiln/ORT and kiln/torch, the verdict against kiln <= 0.85x ORT, each
+  runtime's error against eager torch (max abs difference / max abs of the
+  output) and the peak RSS growth of loading and running the model, measured in
+  a fresh subprocess per runtime so that no runtime's memory hides another's.
+- Python call overhead: x + y on 4 floats through kiln, torch eager and ORT.
+- The SmolLM2 decode step as a share of the memory-bandwidth bound: fp32
+  weight bytes read per token / memcpy bandwidth (read + write bytes).
+- A GEMM sweep (square 64..2048 and the models' shapes): kiln through exported
+  programs (F.linear with a constant weight, and a @ b with both operands as
+  inputs), numpy's OpenBLAS and torch, in GFLOP/s and as a share of the peak
+  FMA rate.
+
+Peak FMA rate and copy bandwidth come from a small C++ probe compiled with
+g++ -march=native at the start of the run. OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE (set on these machines for old OpenBLAS builds) slow a current
+numpy, so this process drops them before numpy loads OpenBLAS.
+
+ONNX models come from torch.onnx.export (dynamo). SmolLM2 keeps its KV cache in
+module buffers updated in place; ORT gets a functional copy of the same forward
+that takes the caches as inputs and returns the updated caches.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# OpenBLAS reads these when it loads, i.e. when numpy is first imported: drop them
+# for this process (and its subprocesses) before that, re-executing if too late.
+OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+if any(v in os.environ for v in OPENBLAS_VARS):
+    dropped = " ".join(f"{v}={os.environ[v]}" for v in OPENBLAS_VARS if v in os.environ)
+    for v in OPENBLAS_VARS:
+        os.environ.pop(v, None)
+    os.environ["KILN_BENCH_DROPPED"] = dropped  # for the header, across the re-exec
+    if "numpy" in sys.modules:
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+import zlib  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import kiln  # noqa: E402
+from kiln.export import export as kiln_export  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from zoo import minilm, smollm2, vision  # noqa: E402
+
+RUNTIMES = ("kiln", "ort", "torch")
+TARGET_VS_ORT = 0.85      # kiln latency / ORT latency, every model
+TARGET_PEAK_SHARE = 0.85  # GEMM with M, N, K >= 256 on one thread
+TARGET_BANDWIDTH = 0.85   # SmolLM2 decode step / memory-bandwidth bound
+TARGET_CALL_US = 2.0      # Python call of a tiny method
+WRONG = 1e-3              # relative error past which a result is marked wrong
+IMAGE = (1, 3, 224, 224)
+LLM_CAPACITY = 128        # KV cache positions: a 64-token prefill and the steps after it
+PREFILL = 64
+
+
+def need_ort():
+    try:
+        import onnxruntime
+        import onnxscript  # noqa: F401  (torch.onnx.export's dynamo exporter needs it)
+        import threadpoolctl  # noqa: F401
+    except ImportError as e:
+        sys.exit(f"compare.py needs onnxruntime, onnxscript, onnx and threadpoolctl ({e}).\n"
+                 "Set up its venv and run it from there:\n"
+                 "    bash bench/setup.sh\n"
+                 "    build/bench-venv/bin/python bench/compare.py")
+    return onnxruntime
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence the exporters' progress lines and warnings; show them if the export fails."""
+    buf = io.StringIO()
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    except BaseException:
+        sys.stderr.write(buf.getvalue())
+        raise
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+# --------------------------------------------------------------------------- machine probe
+
+PROBE_SOURCE = r"""
+// probe fma THREADS     -> GFLOP/s of THREADS threads each running independent FMA chains
+// probe copy THREADS MB -> GB/s of memcpy over MB-sized buffers, read + write bytes counted
+// Rates are per second of each thread's CPU time, summed over threads: what the
+// cores do while they run, even when other processes share the machine.
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+typedef float vec __attribute__((vector_size(64)));  // one zmm, or two ymm without AVX-512
+
+static double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// 12 chains cover FMA latency x throughput on current cores; distinct starting
+// values keep the compiler from merging them.
+static float fma_chains(long iters, float seed) {
+  vec a0 = vec{} + seed, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5;
+  vec a6 = a0 + 6, a7 = a0 + 7, a8 = a0 + 8, a9 = a0 + 9, a10 = a0 + 10, a11 = a0 + 11;
+  vec m = vec{} + 0.999999f, c = vec{} + 1e-6f;
+  for (long i = 0; i < iters; ++i) {
+    a0 = a0 * m + c; a1 = a1 * m + c; a2 = a2 * m + c; a3 = a3 * m + c;
+    a4 = a4 * m + c; a5 = a5 * m + c; a6 = a6 * m + c; a7 = a7 * m + c;
+    a8 = a8 * m + c; a9 = a9 * m + c; a10 = a10 * m + c; a11 = a11 * m + c;
+  }
+  vec s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+  return s[0];
+}
+
+// Best over 3 tries of the summed per-thread rate of work(t) (which returns its units of work).
+template <class F>
+static double best_rate(int threads, F work) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<double> rate(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        double start = cpu_now();
+        double units = work(t);
+        rate[t] = units / (cpu_now() - start);
+      });
+    for (auto& th : pool) th.join();
+    double sum = 0;
+    for (double r : rate) sum += r;
+    if (sum > best) best = sum;
+  }
+  return best;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  int threads = std::atoi(argv[2]);
+  float seed = (float)argc;
+  volatile float sink = 0;
+  double rate;
+  if (!std::strcmp(argv[1], "fma")) {
+    long iters = 1 << 20;
+    double start = cpu_now();
+    sink = sink + fma_chains(iters, seed);
+    iters = (long)(iters * 0.2 / (cpu_now() - start));  // ~0.2 s per measurement
+    double flops = (double)iters * 12 * (sizeof(vec) / sizeof(float)) * 2;
+    rate = best_rate(threads, [&](int) { sink = sink + fma_chains(iters, seed); return flops; });
+  } else if (!std::strcmp(argv[1], "copy") && argc == 4) {
+    size_t bytes = (size_t)std::atol(argv[3]) << 20, slice = bytes / threads;
+    char* src = (char*)std::malloc(bytes);
+    char* dst = (char*)std::malloc(bytes);
+    std::memset(src, 1, bytes);
+    std::memset(dst, 2, bytes);  // fault every page in before timing
+    rate = best_rate(threads, [&](int t) {
+      std::memcpy(dst + t * slice, src + t * slice, slice);
+      return 2.0 * slice;
+    });
+  } else {
+    return 2;
+  }
+  std::printf("%.3f\n", rate / 1e9);
+  return 0;
+}
+"""
+
+
+class Probe:
+    """Peak FMA GFLOP/s and memcpy GB/s of this machine, measured now (best of a few tries)."""
+
+    def __init__(self, workdir: Path):
+        src = workdir / "probe.cc"
+        src.write_text(PROBE_SOURCE)
+        self.exe = workdir / "probe"
+        # -ffp-contract=fast: a * m + c must become one FMA instruction.
+        subprocess.run(["g++", "-O2", "-march=native", "-ffp-contract=fast", "-pthread",
+                        "-o", str(self.exe), str(src)], check=True)
+
+    def _run(self, *args) -> float:
+        return float(subprocess.run([str(self.exe), *map(str, args)], check=True,
+                                    capture_output=True, text=True).stdout)
+
+    def peak_gflops(self, threads: int) -> float:
+        return self._run("fma", threads)
+
+    def copy_gbs(self, threads: int) -> float:
+        return self._run("copy", threads, 512)
+
+
+# --------------------------------------------------------------------------- models
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = vision.ConvBNAct(cin, cout, 3, stride)
+        self.conv2 = vision.ConvBNAct(cout, cout, 3, act=None)
+        self.shortcut = (vision.ConvBNAct(cin, cout, 1, stride, act=None)
+                         if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.conv2(self.conv1(x)) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18's layout (He et al. 2016): 7x7 stem, max pool, BasicBlocks [2, 2, 2, 2] of 64..512 channels."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [vision.ConvBNAct(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for i, cout in enumerate((64, 128, 256, 512)):
+            layers += [BasicBlock(cin, cout, 1 if i == 0 else 2), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class FunctionalLlama(nn.Module):
+    """smollm2.Llama.forward with the KV caches as inputs and outputs instead of buffers
+    updated in place (what torch.onnx.export and ORT handle): same weights, same math,
+    index_copy instead of index_copy_."""
+
+    def __init__(self, llama: smollm2.Llama):
+        super().__init__()
+        self.llama = llama
+
+    def forward(self, tokens, input_pos, k_caches: list[torch.Tensor], v_caches: list[torch.Tensor]):
+        m = self.llama
+        x = m.tok_embeddings(tokens)
+        cos, sin = m.rope_cos[input_pos], m.rope_sin[input_pos]
+        mask = torch.arange(m.capacity, device=tokens.device)[None, :] <= input_pos[:, None]
+        new_k, new_v = [], []
+        for layer, k_cache, v_cache in zip(m.layers, k_caches, v_caches):
+            a = layer.attention
+            h = layer.attention_norm(x)
+            b = h.shape[0]
+            q = a.wq(h).reshape(b, -1, a.n_heads, a.head_dim).transpose(1, 2)
+            k = a.wk(h).reshape(b, -1, a.n_kv_heads, a.head_dim).transpose(1, 2)
+            v = a.wv(h).reshape(b, -1, a.n_kv_heads, a.head_dim).transpose(1, 2)
+            q = q * cos + smollm2._rotate_half(q) * sin
+            k = k * cos + smollm2._rotate_half(k) * sin
+            k_cache = k_cache.index_copy(2, input_pos, k)
+            v_cache = v_cache.index_copy(2, input_pos, v)
+            new_k.append(k_cache)
+            new_v.append(v_cache)
+            groups, cap = a.n_heads // a.n_kv_heads, k_cache.shape[2]
+            keys = k_cache[:, :, None].expand(b, a.n_kv_heads, groups, cap, a.head_dim)
+            values = v_cache[:, :, None].expand(b, a.n_kv_heads, groups, cap, a.head_dim)
+            keys = keys.reshape(b, a.n_heads, cap, a.head_dim)
+            values = values.reshape(b, a.n_heads, cap, a.head_dim)
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            x = x + a.wo(y.transpose(1, 2).reshape(b, -1, a.n_heads * a.head_dim))
+            h = layer.ffn_norm(x)
+            x = x + layer.w_down(F.silu(layer.w_gate(h)) * layer.w_up(h))
+        return F.linear(m.norm(x), m.tok_embeddings.weight), new_k, new_v
+
+
+class Add(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class Linear(nn.Module):
+    """x @ w.T with w a constant of the program (nn.Linear's layout, no bias)."""
+
+    def __init__(self, w: torch.Tensor):
+        super().__init__()
+        self.w = nn.Parameter(w, requires_grad=False)
+
+    def forward(self, x):
+        return F.linear(x, self.w)
+
+
+class MatMul(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+@dataclass
+class Row:
+    """One timed call: `inputs` to `model`, after running `prefix` once (a prefill that
+    fills the KV cache a decode step reads; every timed call then does the same work)."""
+
+    name: str
+    model: str
+    label: str
+    inputs: list
+    prefix: list = field(default_factory=list)
+
+
+@dataclass
+class Model:
+    """An eager model and how to export it to kiln and to ONNX."""
+
+    eager: nn.Module
+    example: tuple
+    dynamic_shapes: tuple | None = None
+    onnx_module: nn.Module | None = None   # default: eager
+    onnx_example: tuple | None = None      # default: example
+    onnx_dynamic_shapes: tuple | None = None
+    onnx_input_names: list | None = None
+    num_state: int = 0                     # ORT inputs after the row's inputs: state fed back (KV caches)
+    reset: object = None                   # eager: restore the state before a prefix
+
+
+ROW_NAMES = ("mobilenet_v3_small", "efficientnet_like", "resnet18", "minilm_16", "minilm_128",
+             "smollm2_prefill_64", "smollm2_decode")
+QUICK_ROWS = ("mobilenet_v3_small", "minilm_16")
+
+
+def build_rows(selected: list[str]) -> tuple[dict[str, Model], list[Row]]:
+    """The eager models and rows among `selected` (row names or model names)."""
+    def gen(name: str) -> torch.Generator:  # inputs independent of which rows are selected
+        return torch.Generator().manual_seed(zlib.crc32(name.encode()))
+
+    models: dict[str, Model] = {}
+    rows: list[Row] = []
+
+    def wanted(row: str, model: str) -> bool:
+        return row in selected or model in selected
+
+    for name in ("mobilenet_v3_small", "efficientnet_like", "resnet18"):
+        if not wanted(name, name):
+            continue
+        net = ResNet18() if name == "resnet18" else \
+            {"mobilenet_v3_small": vision.MobileNetV3Small, "efficientnet_like": vision.EfficientNetLike}[name]()
+        vision._randomize(net, seed=0)  # the zoo's seeded weights and measured BN statistics
+        x = torch.randn(IMAGE, generator=gen(name))
+        models[name] = Model(net, (x,))
+        rows.append(Row(name, name, "x".join(map(str, IMAGE)), [x.numpy()]))
+
+    if any(wanted(f"minilm_{s}", "minilm") for s in (16, 128)):
+        seq = torch.export.Dim("seq", max=128)
+        ids = torch.randint(1000, 30000, (1, 16), generator=gen("minilm"))
+        models["minilm"] = Model(minilm.load_minilm(), (ids, torch.ones_like(ids)), ({1: seq}, {1: seq}),
+                                 onnx_input_names=["input_ids", "attention_mask"])
+        for s in (16, 128):
+            if wanted(f"minilm_{s}", "minilm"):
+                ids = torch.randint(1000, 30000, (1, s), generator=gen(f"minilm_{s}")).numpy()
+                rows.append(Row(f"minilm_{s}", "minilm", f"{s} tokens", [ids, np.ones_like(ids)]))
+
+    if wanted("smollm2_prefill_64", "smollm2") or wanted("smollm2_decode", "smollm2"):
+        llm = smollm2.load_smollm2(capacity=LLM_CAPACITY)
+        cfg = llm.cfg
+        prompt = torch.randint(0, cfg.vocab_size, (1, PREFILL), generator=gen("smollm2"))
+        pos = torch.arange(PREFILL)
+        tokens = torch.export.Dim("tokens", max=LLM_CAPACITY)
+        cache = [torch.zeros(1, cfg.n_kv_heads, LLM_CAPACITY, cfg.head_dim) for _ in range(cfg.n_layers)]
+        layers = range(cfg.n_layers)
+        models["smollm2"] = Model(
+            llm, (prompt, pos), ({1: tokens}, {0: tokens}),
+            onnx_module=FunctionalLlama(llm), onnx_example=(prompt, pos, cache, [c.clone() for c in cache]),
+            onnx_dynamic_shapes=({1: tokens}, {0: tokens}, [None] * cfg.n_layers, [None] * cfg.n_layers),
+            onnx_input_names=["tokens", "input_pos", *(f"k_cache{i}" for i in layers),
+                              *(f"v_cache{i}" for i in layers)],
+            num_state=2 * cfg.n_layers, reset=smollm2.reset_cache)
+        if wanted("smollm2_prefill_64", "smollm2"):
+            rows.append(Row("smollm2_prefill_64", "smollm2", f"prefill {PREFILL} tokens",
+                            [prompt.numpy(), pos.numpy()]))
+        if wanted("smollm2_decode", "smollm2"):
+            step = torch.randint(0, cfg.vocab_size, (1, 1), generator=gen("smollm2_decode")).numpy()
+            rows.append(Row("smollm2_decode", "smollm2", f"1 token after {PREFILL}",
+                            [step, np.array([PREFILL])], prefix=[prompt.numpy(), pos.numpy()]))
+    return models, rows
+
+
+def decode_weight_bytes(llm: smollm2.Llama) -> int:
+    """fp32 weight bytes one decode step reads: every linear weight, the (tied) output
+    head, the norms, and one embedding row."""
+    linears = sum(m.weight.numel() for m in llm.modules() if isinstance(m, nn.Linear))
+    norms = sum(m.weight.numel() for m in llm.modules() if isinstance(m, smollm2.RMSNorm))
+    head = llm.tok_embeddings.weight.numel() if llm.cfg.tied_embeddings else 0
+    return 4 * (linears + norms + head + llm.cfg.dim)
+
+
+def export_model(key: str, model: Model, workdir: Path, formats=("kiln", "onnx", "pt")) -> dict[str, float]:
+    """Write key.kiln, key.onnx and key.pt (the pickled eager module, for the RSS
+    subprocess) unless present; returns the seconds each export took."""
+    times = {}
+    for fmt in formats:
+        path = workdir / f"{key}.{fmt}"
+        if path.exists():
+            continue
+        start = time.perf_counter()
+        with quiet():
+            if fmt == "kiln":
+                kiln_export(model.eager, model.example, path, dynamic_shapes=model.dynamic_shapes)
+            elif fmt == "onnx":
+                torch.onnx.export(model.onnx_module or model.eager, model.onnx_example or model.example,
+                                  str(path), dynamo=True,
+                                  dynamic_shapes=model.onnx_dynamic_shapes or model.dynamic_shapes,
+                                  input_names=model.onnx_input_names)
+            else:
+                torch.save(model.eager, path)
+        times[fmt] = time.perf_counter() - start
+    return times
+
+
+# --------------------------------------------------------------------------- runtimes
+
+
+class KilnRunner:
+    def __init__(self, path: Path):
+        self.method = kiln.load(path).load_method("forward")
+
+    def prepare(self, row: Row):
+        if row.prefix:
+            self.method.reset_state()
+            self.method(*row.prefix)
+        method, inputs = self.method, row.inputs
+        return lambda: method(*inputs)[0]
+
+
+class OrtRunner:
+    def __init__(self, path: Path, threads: int, num_state: int):
+        ort = need_ort()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        inputs = self.session.get_inputs()
+        self.names = [i.name for i in inputs]
+        self.empty_state = [np.zeros(i.shape, np.float32) for i in inputs[len(inputs) - num_state:]]
+
+    def prepare(self, row: Row):
+        state = self.empty_state
+        if row.prefix:  # outputs after the first are the updated state, in input order
+            state = self.session.run(None, dict(zip(self.names, [*row.prefix, *state])))[1:]
+        session, feed = self.session, dict(zip(self.names, [*row.inputs, *state]))
+        return lambda: session.run(None, feed)[0]
+
+
+class TorchRunner:
+    def __init__(self, module: nn.Module, reset=None):
+        self.module, self.reset = module, reset
+
+    def prepare(self, row: Row):
+        if row.prefix:
+            if self.reset:
+                self.reset(self.module)
+            self.module(*map(torch.from_numpy, row.prefix))
+        module, inputs = self.module, [torch.from_numpy(a) for a in row.inputs]
+        return lambda: module(*inputs).numpy()
+
+
+def set_threads(n: int) -> None:
+    os.environ["KILN_NUM_THREADS"] = str(n)
+    kiln.set_num_threads(n)
+    torch.set_num_threads(n)
+
+
+def rss_kb(field_name: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field_name} in /proc/self/status")
+
+
+def rss_child(spec: dict) -> None:
+    """Subprocess entry: peak RSS growth (MB) of loading `runtime`'s model and running one row."""
+    threads, workdir, runtime = spec["threads"], Path(spec["workdir"]), spec["runtime"]
+    set_threads(threads)
+    torch.set_grad_enabled(False)
+    data = np.load(workdir / f"{spec['row']}.npz")
+    row = Row(spec["row"], spec["model"], "", [data[f"in{i}"] for i in range(spec["num_inputs"])],
+              [data[f"pre{i}"] for i in range(spec["num_prefix"])])
+    if runtime == "ort":
+        need_ort()  # imported before the baseline: the library is not the model
+    base = rss_kb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
+    stem = workdir / spec["model"]
+    if runtime == "kiln":
+        runner = KilnRunner(stem.with_suffix(".kiln"))
+    elif runtime == "ort":
+        runner = OrtRunner(stem.with_suffix(".onnx"), threads, spec["num_state"])
+    else:
+        # The pickled eager module, weights memory-mapped like kiln's.
+        module = torch.load(stem.with_suffix(".pt"), mmap=True, weights_only=False)
+        runner = TorchRunner(module, smollm2.reset_cache if isinstance(module, smollm2.Llama) else None)
+    call = runner.prepare(row)
+    for _ in range(3):
+        call()
+    print(json.dumps({"mb": (rss_kb("VmHWM") - base) / 1024}))
+
+
+def rss_growth(runtime: str, row: Row, model: Model, threads: int, workdir: Path) -> float:
+    spec = {"runtime": runtime, "row": row.name, "model": row.model, "threads": threads,
+            "workdir": str(workdir), "num_inputs": len(row.inputs), "num_prefix": len(row.prefix),
+            "num_state": model.num_state}
+    env = {**os.environ, "KILN_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, __file__, "--rss-child", json.dumps(spec)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise RuntimeError(f"the RSS subprocess for {runtime} / {row.name} failed")
+    return json.loads(out.stdout.strip().splitlines()[-1])["mb"]
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def other_threads_cpu() -> float:
+    """CPU seconds used so far by this process's threads other than the calling one."""
+    me, total = str(threading.get_native_id()), 0
+    for tid in os.listdir("/proc/self/task"):
+        if tid != me:
+            with contextlib.suppress(OSError):  # the thread may have exited
+                total += int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def settle(timeout: float = 0.3, window: float = 0.005) -> None:
+    """Wait until no other thread of this process is running: after a call, ONNX
+    Runtime's, OpenMP's and OpenBLAS's workers spin for tens of ms waiting for
+    more work, which would take a core from whichever runtime is timed next."""
+    deadline = time.perf_counter() + timeout
+    before = other_threads_cpu()
+    while time.perf_counter() < deadline:
+        time.sleep(window)
+        now = other_threads_cpu()
+        if now - before < 0.05 * window:
+            return
+        before = now
+
+
+def interleaved(calls: dict, rounds: int, budget: float, min_rounds: int = 3, repeat: int = 1,
+                warmup: int = 1) -> tuple[dict[str, float], int]:
+    """Median seconds per call of each callable, and the number of rounds run.
+
+    Every round times `repeat` back-to-back calls of each callable, after the
+    previous runtime's threads have settled, starting with a different one each
+    round. Stops after `rounds` rounds, or after `min_rounds` once `budget`
+    seconds have passed.
+    """
+    names = list(calls)
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    start = time.perf_counter()
+    done = 0
+    while done < rounds and (done < min_rounds or time.perf_counter() - start < budget):
+        shift = done % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn = calls[name]
+            settle()
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / repeat)
+        done += 1
+    return {n: statistics.median(v) for n, v in samples.items()}, done
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    """max |out - ref| / max |ref|: the G7 measure (float32 target: within 1e-4)."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if out.shape != ref.shape:
+        return math.inf
+    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list
+    rows: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    left: int = 1  # leading columns that hold names, aligned left
+
+    def render(self, markdown: bool) -> str:
+        if markdown:
+            lines = [f"**{self.title}**", "", "| " + " | ".join(self.headers) + " |",
+                     "|" + "|".join("---" if i < self.left else "---:" for i in range(len(self.headers))) + "|"]
+            lines += ["| " + " | ".join(map(str, r)) + " |" for r in self.rows]
+            lines += [""] + [f"{n}  " for n in self.notes]
+            return "\n".join(lines).rstrip() + "\n"
+        widths = [max(len(str(x)) for x in col) for col in zip(self.headers, *self.rows)]
+        fmt = lambda r: "  ".join(str(x).ljust(w) if i < self.left else str(x).rjust(w)  # noqa: E731
+                                  for i, (x, w) in enumerate(zip(r, widths)))
+        lines = [self.title, fmt(self.headers), fmt(["-" * w for w in widths])]
+        lines += [fmt(r) for r in self.rows] + self.notes
+        return "\n".join(lines) + "\n"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g}" if seconds < 0.1 else f"{seconds * 1e3:.0f}"
+
+
+def err(e: float) -> str:
+    return f"{e:.0e}" + (" WRONG" if e > WRONG else "")
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+def bench_models(models, rows, threads, workdir, args, probe_copy_gbs) -> list[Table]:
+    table = Table(f"Models, {threads} thread(s): median ms per call ({args.rounds} rounds at most)",
+                  ["model", "input", "kiln ms", "ort ms", "torch ms", "kiln/ort", "kiln/torch",
+                   f"<= {TARGET_VS_ORT}x ort", "err kiln", "err ort", "rss+ kiln MB", "rss+ ort MB",
+                   "rss+ torch MB", "rounds"], left=2)
+    tables = [table]
+    decode = None
+    for key, model in models.items():
+        runners = {"kiln": KilnRunner(workdir / f"{key}.kiln"),
+                   "ort": OrtRunner(workdir / f"{key}.onnx", threads, model.num_state),
+                   "torch": TorchRunner(model.eager, model.reset)}
+        for row in (r for r in rows if r.model == key):
+            calls = {name: r.prepare(row) for name, r in runners.items()}
+            outs = {name: np.asarray(fn()) for name, fn in calls.items()}
+            errors = {name: rel_err(outs[name], outs["torch"]) for name in ("kiln", "ort")}
+            med, done = interleaved(calls, args.rounds, args.budget)
+            rss = {name: rss_growth(name, row, model, threads, workdir) for name in RUNTIMES}
+            ratio = med["kiln"] / med["ort"]
+            verdict = "WRONG" if errors["kiln"] > WRONG else "ok" if ratio <= TARGET_VS_ORT else "miss"
+            table.rows.append([row.name, row.label, ms(med["kiln"]), ms(med["ort"]), ms(med["torch"]),
+                               f"{ratio:.2f}", f"{med['kiln'] / med['torch']:.2f}", verdict,
+                               err(errors["kiln"]), err(errors["ort"]),
+                               *(f"{rss[n]:.0f}" for n in RUNTIMES), done])
+            if row.name == "smollm2_decode":
+                decode = med
+            print(f"  [{threads} thread(s)] {row.name}: kiln {ms(med['kiln'])} ms, ort {ms(med['ort'])} ms, "
+                  f"torch {ms(med['torch'])} ms", file=sys.stderr)
+        del runners
+    table.notes += [
+        "kiln/ort and kiln/torch: below 1, kiln is faster. Verdict: kiln/ort against the target "
+        f"{TARGET_VS_ORT}x (WRONG: kiln's error above {WRONG:g}).",
+        "err: max |out - torch| / max |torch| against eager PyTorch on the same inputs.",
+        "rss+: peak RSS growth of loading the model and running this row 3 times, in a fresh "
+        "subprocess per runtime (baseline after imports); torch loads the pickled module with mmap=True.",
+    ]
+    if "smollm2" in models:
+        table.notes.append(f"smollm2: KV cache of {LLM_CAPACITY} positions; decode is one token at position "
+                           f"{PREFILL} after a {PREFILL}-token prefill. ORT runs a functional copy of the model "
+                           "that takes the caches as inputs and returns the updated caches.")
+    if decode is not None:
+        gbs = probe_copy_gbs(threads)
+        weight_bytes = decode_weight_bytes(models["smollm2"].eager)
+        bound = weight_bytes / (gbs * 1e9)
+        bw = Table(f"SmolLM2 decode step vs the memory-bandwidth bound, {threads} thread(s)",
+                   ["runtime", "decode ms", "bound ms", "share of bound", f">= {TARGET_BANDWIDTH:.0%}"])
+        for name in RUNTIMES:
+            share = bound / decode[name]
+            bw.rows.append([name, ms(decode[name]), ms(bound), f"{share:.0%}",
+                            ("ok" if share >= TARGET_BANDWIDTH else "miss") if name == "kiln" else ""])
+        bw.notes.append(f"bound = {weight_bytes / 1e6:.1f} MB of fp32 weights per token (every linear weight, "
+                        f"the tied output head, norms, one embedding row) / {gbs:.1f} GB/s memcpy bandwidth "
+                        f"at {threads} thread(s) (read + write bytes counted), measured in this run.")
+        tables.append(bw)
+    return tables
+
+
+def bench_call_overhead(threads, workdir, args) -> Table:
+    """x + y on 4 floats: what a Python call costs beyond the work itself."""
+    x, y = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    model = Model(Add(), (torch.from_numpy(x), torch.from_numpy(y)), onnx_input_names=["x", "y"])
+    export_model("add", model, workdir, ("kiln", "onnx"))
+    kiln_method = KilnRunner(workdir / "add.kiln").method
+    session = OrtRunner(workdir / "add.onnx", threads, 0).session
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    feed = {"x": x, "y": y}
+    calls = {"kiln": lambda: kiln_method(x, y), "ort": lambda: session.run(None, feed),
+             "torch": lambda: tx + ty}
+    med, done = interleaved(calls, args.rounds, args.budget, repeat=2000)
+    us = {n: med[n] * 1e6 for n in RUNTIMES}
+    table = Table(f"Python call overhead, {threads} thread(s): x + y on 4 floats, us per call",
+                  ["method", "kiln us", "ort us", "torch us", "kiln/ort", "kiln/torch",
+                   f"<= {TARGET_CALL_US:g} us", "rounds"])
+    table.rows.append(["add [4]", f"{us['kiln']:.2f}", f"{us['ort']:.2f}", f"{us['torch']:.2f}",
+                       f"{us['kiln'] / us['ort']:.2f}", f"{us['kiln'] / us['torch']:.2f}",
+                       "ok" if us["kiln"] <= TARGET_CALL_US else "miss", done])
+    table.notes.append("kiln: method(x, y) on numpy arrays (returns a list of new arrays); ORT: "
+                       "session.run(None, feed); torch: eager x + y on tensors. 2000 calls per sample.")
+    return table
+
+
+def gemm_shapes(quick: bool) -> list[tuple[int, int, int, str]]:
+    """(M, K, N, where it comes from): out[M, N] = a[M, K] @ b[K, N]."""
+    square = [(n, n, n, "square") for n in ((64, 256) if quick else (64, 128, 256, 512, 1024, 2048))]
+    if quick:
+        return square + [(128, 384, 1536, "MiniLM FFN up")]
+    return square + [
+        (128, 384, 384, "MiniLM qkv/out, 128 tok"), (128, 384, 1536, "MiniLM FFN up"),
+        (128, 1536, 384, "MiniLM FFN down"),
+        (64, 576, 576, "SmolLM2 q/o, prefill 64"), (64, 576, 192, "SmolLM2 k/v, prefill"),
+        (64, 576, 1536, "SmolLM2 gate/up, prefill"), (64, 1536, 576, "SmolLM2 down, prefill"),
+        (64, 576, 49152, "SmolLM2 head, prefill"),
+        (1, 576, 576, "SmolLM2 q/o, decode"), (1, 576, 1536, "SmolLM2 gate/up, decode"),
+        (1, 1536, 576, "SmolLM2 down, decode"), (1, 576, 49152, "SmolLM2 head, decode"),
+    ]
+
+
+def bench_gemm(threads, workdir, args, peak) -> Table:
+    from threadpoolctl import threadpool_limits
+
+    table = Table(f"GEMM, {threads} thread(s): GFLOP/s (share of the {peak:.0f} GFLOP/s FMA peak at "
+                  f"{threads} thread(s))",
+                  ["M x K x N", "shape of", "kiln W const", "kiln a@b", "numpy", "torch", "kiln/numpy",
+                   f">= {TARGET_PEAK_SHARE:.0%} peak", "err kiln", "rounds"], left=2)
+    for m, k, n, origin in gemm_shapes(args.quick):
+        gen = np.random.default_rng([m, k, n])  # same operands whichever shapes run (--keep reuses W)
+        a = gen.standard_normal((m, k), dtype=np.float32)
+        b = gen.standard_normal((k, n), dtype=np.float32)
+        tag = f"{m}x{k}x{n}"
+        # kiln: nn.Linear's layout (weight [N, K] stored in the program), and both operands as inputs.
+        linear = Model(Linear(torch.from_numpy(np.ascontiguousarray(b.T))), (torch.from_numpy(a),))
+        export_model(f"linear_{tag}", linear, workdir, ("kiln",))
+        export_model(f"matmul_{tag}", Model(MatMul(), (torch.from_numpy(a), torch.from_numpy(b))), workdir,
+                     ("kiln",))
+        const = KilnRunner(workdir / f"linear_{tag}.kiln").method
+        both = KilnRunner(workdir / f"matmul_{tag}.kiln").method
+        out = np.empty((m, n), np.float32)
+        ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.empty(m, n)
+        calls = {"kiln W const": lambda: const(a), "kiln a@b": lambda: both(a, b),
+                 "numpy": lambda: np.matmul(a, b, out=out), "torch": lambda: torch.matmul(ta, tb, out=tout)}
+        with threadpool_limits(limits=threads, user_api="blas"):
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+            error = max(rel_err(const(a)[0], ref), rel_err(both(a, b)[0], ref))
+            # Enough calls per sample to be well above the timer's and the call's overhead.
+            t0 = time.perf_counter()
+            np.matmul(a, b, out=out)
+            repeat = max(1, min(1000, int(2e-3 / max(time.perf_counter() - t0, 1e-7))))
+            med, done = interleaved(calls, args.gemm_rounds, args.budget, repeat=repeat)
+        gflops = {name: 2 * m * k * n / t / 1e9 for name, t in med.items()}
+        cell = lambda name: f"{gflops[name]:.1f} ({gflops[name] / peak:.0%})"  # noqa: E731
+        best = max(gflops["kiln W const"], gflops["kiln a@b"])
+        judged = threads == 1 and min(m, k, n) >= 256
+        verdict = ("ok" if best / peak >= TARGET_PEAK_SHARE else "miss") if judged else ""
+        if error > WRONG:
+            verdict = "WRONG"
+        table.rows.append([f"{m}x{k}x{n}", origin, cell("kiln W const"), cell("kiln a@b"), cell("numpy"),
+                           cell("torch"), f"{best / gflops['numpy']:.2f}", verdict, err(error), done])
+        print(f"  [{threads} thread(s)] GEMM {tag}: kiln {best:.1f} GFLOP/s, numpy {gflops['numpy']:.1f}",
+              file=sys.stderr)
+    table.notes += [
+        "kiln W const: F.linear(x, W) with W [N, K] a constant of the program; kiln a@b: both operands "
+        "are inputs; numpy: np.matmul(a, b, out=...) on OpenBLAS; torch: torch.matmul(a, b, out=...).",
+        "kiln/numpy: the better kiln variant over numpy. Verdict (one thread, M, K, N >= 256): the better "
+        f"kiln variant against {TARGET_PEAK_SHARE:.0%} of peak. err kiln: against a float64 product.",
+    ]
+    return table
+
+
+# --------------------------------------------------------------------------- main
+
+
+def load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def header(args, probe_peak, dropped) -> list[str]:
+    from threadpoolctl import threadpool_info
+
+    ort = need_ort()
+    import onnx
+    import onnxscript
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    lines = [
+        f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}; machine: {cpu}, {os.cpu_count()} cores; "
+        f"load average {load_average()} (1, 5, 15 min)",
+        f"python {platform.python_version()}, torch {torch.__version__}, onnxruntime {ort.__version__}, "
+        f"onnx {onnx.__version__}, onnxscript {onnxscript.__version__}, numpy {np.__version__}, "
+        f"kiln {kiln.__version__} ({kiln.runtime_library_path()})",
+        f"threads: {args.threads}; rounds: at most {args.rounds} (GEMM {args.gemm_rounds}), "
+        f"at least 3, {args.budget:g} s budget per row",
+        "OpenBLAS env: " + (f"unset {dropped} for this process" if dropped else
+                            "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE not set"),
+    ]
+    if os.getloadavg()[0] >= 1:
+        lines.append("WARNING: other processes are using the cores: timings are noisy, the 2-thread "
+                     "ones above all (OpenMP and OpenBLAS workers wait for descheduled peers)")
+    for info in threadpool_info():
+        if info.get("internal_api") == "openblas":
+            lines.append(f"numpy BLAS: {info['internal_api']} {info.get('version')}, "
+                         f"kernel {info.get('architecture')}, {info.get('threading_layer')} threading, "
+                         f"{Path(info['filepath']).name}")
+    lines.append("peak FMA (C++ probe, 12 independent 512-bit FMA chains, per second of CPU time): "
+                 + ", ".join(f"{probe_peak(n):.1f} GFLOP/s at {n} thread(s)" for n in args.threads))
+    return lines
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds per model row (default 20)")
+    parser.add_argument("--gemm-rounds", type=int, default=10, help="rounds per GEMM shape (default 10)")
+    parser.add_argument("--budget", type=float, default=60.0,
+                        help="seconds per row after which no new round starts (once 3 are done)")
+    parser.add_argument("--only", default="", help="comma-separated rows or models: "
+                        + ", ".join(ROW_NAMES) + ", minilm, smollm2, call_overhead")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke test: 3 rounds, {', '.join(QUICK_ROWS)}, call overhead, 3 GEMM shapes")
+    parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--skip-gemm", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
+    parser.add_argument("--keep", metavar="DIR", help="export into DIR and reuse what is there "
+                        "(default: a temporary directory removed at exit)")
+    parser.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.threads = [int(t) for t in args.threads.split(",")]
+    if args.quick:
+        args.rounds = args.gemm_rounds = 3
+    args.only = [s for s in args.only.split(",") if s] or \
+        (list(QUICK_ROWS) + ["call_overhead"] if args.quick else list(ROW_NAMES) + ["call_overhead"])
+    unknown = set(args.only) - {*ROW_NAMES, "minilm", "smollm2", "call_overhead"}
+    if unknown:
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.rss_child:
+        return rss_child(json.loads(args.rss_child))
+    need_ort()
+    torch.set_grad_enabled(False)
+    torch.set_num_interop_threads(1)
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kiln-compare-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        probe = Probe(workdir)
+        peaks = {n: probe.peak_gflops(n) for n in args.threads}
+        lines = header(args, peaks.__getitem__, os.environ.get("KILN_BENCH_DROPPED"))
+        print("\n".join(f"- {line}" if args.markdown else line for line in lines) + "\n", flush=True)
+
+        models, rows = ({}, []) if args.skip_models else build_rows(args.only)
+        for key, model in models.items():
+            print(f"exporting {key}...", end=" ", file=sys.stderr, flush=True)
+            times = export_model(key, model, workdir)
+            print(", ".join(f"{n} {t:.1f} s" for n, t in times.items()) or "reused", file=sys.stderr)
+        for row in rows:  # for the RSS subprocesses
+            np.savez(workdir / f"{row.name}.npz", **{f"in{i}": a for i, a in enumerate(row.inputs)},
+                     **{f"pre{i}": a for i, a in enumerate(row.prefix)})
+
+        for threads in args.threads:
+            set_threads(threads)
+            load_before = load_average()
+            tables: list[Table] = []
+            if rows:
+                tables += bench_models(models, rows, threads, workdir, args, probe.copy_gbs)
+            if not args.skip_models and "call_overhead" in args.only:
+                tables.append(bench_call_overhead(threads, workdir, args))
+            if not args.skip_gemm:
+                tables.append(bench_gemm(threads, workdir, args, peaks[threads]))
+            for table in tables:
+                print(table.render(args.markdown), flush=True)
+            print(f"Load average of the {threads}-thread pass: {load_before} at its start, "
+                  f"{load_average()} at its end.\n", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
