@@ -345,7 +345,7 @@ def test_cpp_program_embedding_python_sees_python_registrations(built, plugin, d
     app = built / "embed_app"
     assert app.exists(), "embed_app was not built"
     site = str(PACKAGE.parent)
-    cmd = [str(app), str(plugin), site] + (["--dlopen-first"] if dlopen_first else [])
+    cmd = [str(app), str(plugin), site, sys.executable] + (["--dlopen-first"] if dlopen_first else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=120)
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr

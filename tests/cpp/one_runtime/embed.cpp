@@ -2,8 +2,12 @@
 // embedded interpreter, lets Python load a plugin into kiln, then asks the C++
 // registry what it sees. Both sides print the file that owns the registry.
 //
-//   embed_app PLUGIN SITE_DIR [--dlopen-first]
+//   embed_app PLUGIN SITE_DIR PYTHON [--dlopen-first]
 //
+// PYTHON is the interpreter of the environment kiln is installed in: the
+// embedded interpreter takes it as its program name, so it finds that
+// environment's site-packages (a virtual environment's pyvenv.cfg included)
+// as an application embedding a venv's Python would.
 // With --dlopen-first the plugin is dlopen'ed by C++ (RTLD_GLOBAL) before the
 // interpreter starts, and Python only imports kiln and looks.
 // Output lines: "PY ..." from Python, "CPP ..." from C++.
@@ -42,11 +46,11 @@ sys.stdout.flush()
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: %s PLUGIN SITE_DIR [--dlopen-first]\n", argv[0]);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s PLUGIN SITE_DIR PYTHON [--dlopen-first]\n", argv[0]);
     return 2;
   }
-  bool dlopen_first = argc > 3 && std::strcmp(argv[3], "--dlopen-first") == 0;
+  bool dlopen_first = argc > 4 && std::strcmp(argv[4], "--dlopen-first") == 0;
   if (dlopen_first && dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     std::fprintf(stderr, "dlopen failed: %s\n", dlerror());
     return 1;
@@ -56,7 +60,8 @@ int main(int argc, char** argv) {
   PyConfig_InitPythonConfig(&config);
   config.parse_argv = 0;  // sys.argv as given, not Python's own options
   const char* py_argv[] = {argv[0], argv[1], argv[2], dlopen_first ? "1" : "0"};
-  PyStatus status = PyConfig_SetBytesArgv(&config, 4, const_cast<char**>(py_argv));
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, argv[3]);
+  if (!PyStatus_Exception(status)) status = PyConfig_SetBytesArgv(&config, 4, const_cast<char**>(py_argv));
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {
