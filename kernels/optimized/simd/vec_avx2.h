@@ -27,6 +27,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm256_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm256_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+  static VecF32 neg(VecF32 a) { return {_mm256_xor_ps(_mm256_set1_ps(-0.0f), a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {_mm256_sqrt_ps(a.v)}; }
   static VecF32 round(VecF32 a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
   static VecF32 exp2_int(VecF32 n) {

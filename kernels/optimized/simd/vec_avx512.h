@@ -29,6 +29,10 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm512_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm512_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm512_abs_ps(a.v)}; }
+  // -a by flipping the sign bit (so -0 for 0, unlike 0 - a).
+  static VecF32 neg(VecF32 a) {
+    return {_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(INT32_MIN)))};
+  }
   static VecF32 sqrt(VecF32 a) { return {_mm512_sqrt_ps(a.v)}; }
   // Round to nearest integer (ties to even), as a float.
   static VecF32 round(VecF32 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }

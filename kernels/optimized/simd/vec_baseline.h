@@ -41,6 +41,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), a.v)}; }
+  static VecF32 neg(VecF32 a) { return {_mm_xor_ps(_mm_set1_ps(-0.0f), a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {_mm_sqrt_ps(a.v)}; }
   // cvtps rounds to nearest even under the default rounding mode; |a| < 2^31 in every caller.
   static VecF32 round(VecF32 a) { return {_mm_cvtepi32_ps(_mm_cvtps_epi32(a.v))}; }
@@ -104,6 +105,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
   static VecF32 min(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x < y ? x : y; }); }
   static VecF32 abs(VecF32 a) { return map(a, a, [](float x, float) { return std::fabs(x); }); }
+  static VecF32 neg(VecF32 a) { return map(a, a, [](float x, float) { return -x; }); }
   static VecF32 sqrt(VecF32 a) { return map(a, a, [](float x, float) { return std::sqrt(x); }); }
   static VecF32 round(VecF32 a) { return map(a, a, [](float x, float) { return std::nearbyint(x); }); }
   static VecF32 exp2_int(VecF32 n) {

@@ -35,6 +35,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {vbslq_f32(vcgtq_f32(a.v, b.v), a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {vbslq_f32(vcltq_f32(a.v, b.v), a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {vabsq_f32(a.v)}; }
+  static VecF32 neg(VecF32 a) { return {vnegq_f32(a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {vsqrtq_f32(a.v)}; }
   static VecF32 round(VecF32 a) { return {vrndnq_f32(a.v)}; }
   static VecF32 exp2_int(VecF32 n) {
