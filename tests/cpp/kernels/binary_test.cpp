@@ -60,6 +60,7 @@ KILN_TEST(binary_common_shapes_match_reference) {
   };
   const Case cases[] = {
       {{70001}, {70001}},                      // one long row, split over the pool
+      {{3, 40000}, {3, 1}}, {{2, 2, 40000}, {40000}},  // long broadcast rows, split too
       {{1}, {1}},          {{17}, {17}},      {{3, 5}, {3, 5}},
       {{1000}, {}},        {{}, {1000}},      {{}, {}},              // 0-d operands
       {{37, 576}, {576}},  {{5, 3}, {3}},     {{9, 13}, {1, 13}},    // trailing vector (bias, norm weight)
