@@ -61,6 +61,16 @@ struct VecF32 {
     const __m128 m = _mm_set1_ps(-0.0f);
     return {_mm_or_ps(_mm_andnot_ps(m, a.v), _mm_and_ps(m, sign.v))};
   }
+  // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + src_stride);
+    __m128 r2 = _mm_loadu_ps(src + 2 * src_stride), r3 = _mm_loadu_ps(src + 3 * src_stride);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + dst_stride, r1);
+    _mm_storeu_ps(dst + 2 * dst_stride, r2);
+    _mm_storeu_ps(dst + 3 * dst_stride, r3);
+  }
   static float reduce_add(VecF32 a) {
     __m128 s = _mm_add_ps(a.v, _mm_movehl_ps(a.v, a.v));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
@@ -128,6 +138,10 @@ struct VecF32 {
   }
   static VecF32 copysign(VecF32 a, VecF32 sign) {
     return map(a, sign, [](float x, float s) { return std::copysign(x, s); });
+  }
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 4; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
   }
   static float reduce_add(VecF32 a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
   static float reduce_max(VecF32 a) {
