@@ -93,6 +93,9 @@ inline VecF32 relu6_shifted(VecF32 x) {
 inline VecF32 vhardsigmoid(VecF32 x) { return relu6_shifted(x) / VecF32::broadcast(6.0f); }
 inline VecF32 vhardswish(VecF32 x) { return x * relu6_shifted(x) / VecF32::broadcast(6.0f); }
 
+// max(a, b) where a NaN in either wins (VecF32::max returns b when either is NaN).
+inline VecF32 vmax_nan(VecF32 a, VecF32 b) { return VecF32::select_nan(a, a, VecF32::max(a, b)); }
+
 // y[i] = f(x[i]) for i < n, full vectors then one partial vector. y may be x.
 template <typename F>
 inline void map_vectors(const float* x, float* y, int64_t n, F f) {
