@@ -75,13 +75,14 @@ struct Pool {
   int64_t dense_len() const { return (ww.out - 1) * ww.stride + 1; }
 };
 
-// Reads and checks the arguments like the portable kernels and resizes the output.
-Status pool_args(const char* op, bool max, Inputs in, Outputs out, Pool* p) {
+// Reads and checks the arguments like the portable kernels and resizes the output (at run; at
+// prepare, the input has sizes but no data yet and the output is left alone).
+Status pool_args(const char* op, bool max, bool at_prepare, Inputs in, Outputs out, Pool* p) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, max ? 6 : 7, 1));
   const Tensor* x;
   int64_t k[2], s[2], pad[2], dil[2] = {1, 1};
   bool stride_empty;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(at_prepare ? prepare_tensor_arg(op, in, 0, "self", &x) : tensor_arg(op, in, 0, "self", &x));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "kernel_size", k));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, 2, "stride", s, /*empty_ok=*/true, &stride_empty));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, 3, "padding", pad));
@@ -101,6 +102,7 @@ Status pool_args(const char* op, bool max, Inputs in, Outputs out, Pool* p) {
   p->max = max;
   KILN_RETURN_IF_ERROR(window_geometry(op, "height", p->pi.h, k[0], s[0], pad[0], dil[0], p->ceil_mode, true, &p->wh));
   KILN_RETURN_IF_ERROR(window_geometry(op, "width", p->pi.w, k[1], s[1], pad[1], dil[1], p->ceil_mode, true, &p->ww));
+  if (at_prepare) return Status::ok();
   return resize_output(op, &y, pool_output_sizes(*x, p->wh.out, p->ww.out).span());
 }
 
@@ -108,9 +110,11 @@ struct PoolState {
   int64_t row_floats = 0;  // scratch planned per worker, in floats
 };
 
+// Malformed arguments: the portable kernel serves, and reports them at run.
 Status pool_prepare(KernelContext& ctx, const char* op, bool max, Inputs in, Outputs out, void** state) {
   Pool p;
-  KILN_RETURN_IF_ERROR(pool_args(op, max, in, out, &p));
+  const Status st = pool_args(op, max, /*at_prepare=*/true, in, out, &p);
+  if (!st.is_ok()) return Status(Error::NotSupported, st.message());
   const int64_t floats = p.row_len() + p.dense_len();
   if (floats > kMaxRowFloats) return Status(Error::NotSupported, "pooling window rows too long");
   ctx.worker_scratch_bytes = static_cast<size_t>(floats) * sizeof(float);
@@ -132,7 +136,7 @@ AvgExtent avg_extent(const Window& win, int64_t in, int64_t i) {
 
 Status pool_run(KernelContext& ctx, const char* op, bool max, Inputs in, Outputs out) {
   Pool p;
-  KILN_RETURN_IF_ERROR(pool_args(op, max, in, out, &p));
+  KILN_RETURN_IF_ERROR(pool_args(op, max, /*at_prepare=*/false, in, out, &p));
   const int64_t row_len = p.row_len(), dense_len = p.dense_len();
   KILN_CHECK_OR_RETURN(row_len + dense_len <= static_cast<const PoolState*>(ctx.state)->row_floats, KernelFailure,
                        "%s: input wider than prepared", op);

@@ -21,13 +21,19 @@ struct SdpaState {
   int64_t e = 0, ev = 0;  // the head dims the scratch was planned for
 };
 
+// At prepare only the head dims matter (the per-thread scratch); run checks every argument.
+// Malformed arguments: the portable kernel serves, and reports them at run.
 Status sdpa_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  SdpaArgs a;
-  KILN_RETURN_IF_ERROR(sdpa_args(kOp, in, out, &a));
-  if (a.q->dtype() != ScalarType::Float32) return Status(Error::NotSupported, "not float32");
-  if (a.e > kMaxHeadDim || a.ev > kMaxHeadDim) return Status(Error::NotSupported, "head dim above 1024");
-  ctx.worker_scratch_bytes = attention_scratch_bytes(a.e, a.ev);
-  *state = new SdpaState{a.e, a.ev};
+  const Tensor *q, *v;
+  Status st = check_arity(kOp, in, out, 8, 1);
+  if (st.is_ok()) st = prepare_tensor_arg(kOp, in, 0, "query", &q);
+  if (st.is_ok()) st = prepare_tensor_arg(kOp, in, 2, "value", &v);
+  if (!st.is_ok()) return Status(Error::NotSupported, st.message());
+  if (q->dim() < 3 || v->dim() < 3) return Status(Error::NotSupported, "query and value must be 3-D or 4-D");
+  const int64_t e = q->size(-1), ev = v->size(-1);
+  if (e > kMaxHeadDim || ev > kMaxHeadDim) return Status(Error::NotSupported, "head dim above 1024");
+  ctx.worker_scratch_bytes = attention_scratch_bytes(e, ev);
+  *state = new SdpaState{e, ev};
   return Status::ok();
 }
 
