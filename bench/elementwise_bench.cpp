@@ -183,6 +183,16 @@ const Case kCases[] = {
        c.f32({1, 9, 1, 64}).f32({1, 9, 128, 64}).f32({1, 9, 128, 64}).causal_bool(1, 128, 37);
        c.d(0).b(false).none().b(false).out(9 * 64);
      }},
+    {"smollm2 sdpa decode GQA 1x128", "aten::scaled_dot_product_attention.default",
+     [](Call& c) {
+       c.f32({1, 9, 1, 64}).f32({1, 3, 128, 64}).f32({1, 3, 128, 64}).causal_bool(1, 128, 37);
+       c.d(0).b(false).none().b(true).out(9 * 64);
+     }},
+    {"smollm2 sdpa prefill GQA 37x128", "aten::scaled_dot_product_attention.default",
+     [](Call& c) {
+       c.f32({1, 9, 37, 64}).f32({1, 3, 128, 64}).f32({1, 3, 128, 64}).causal_bool(37, 128, 0);
+       c.d(0).b(false).none().b(true).out(9 * 37 * 64);
+     }},
     {"smollm2 sdpa decode GQA 1x256", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
        c.f32({1, 9, 1, 64}).f32({1, 3, 256, 64}).f32({1, 3, 256, 64}).causal_bool(1, 256, 200);

@@ -11,8 +11,8 @@ from __future__ import annotations
 def default_passes():
     """The exporter's pass pipeline, in order (imports torch)."""
     from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_constants, insert_dtype_casts, lower_split_ops, match_state_updates,
-                   remove_noop_ops, simplify_view_chains, tensorize_symbolic_scalars)
+                   fold_constants, fold_kv_head_expansion, insert_dtype_casts, lower_split_ops,
+                   match_state_updates, remove_noop_ops, simplify_view_chains, tensorize_symbolic_scalars)
     from .manager import load_pass
 
     return [load_pass(m) for m in (
@@ -24,6 +24,7 @@ def default_passes():
         remove_noop_ops,
         simplify_view_chains,
         remove_noop_ops,        # chains that collapsed to the identity
+        fold_kv_head_expansion,
         insert_dtype_casts,
         fold_constants,
         remove_noop_ops,        # casts of constants that folding made trivial
