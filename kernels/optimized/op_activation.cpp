@@ -1,9 +1,13 @@
-// Optimized float32 activations: relu, hardtanh, clamp (Scalar bounds).
+// Optimized float32 activations: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish,
+// hardsigmoid, all through the f32_activation microkernels.
+#include <algorithm>
+#include <cstring>
 #include <limits>
 
+#include "common/dtype_dispatch.h"
 #include "common/kernel_args.h"
 #include "kiln/thread_pool.h"
-#include "optimized/f32_clamp.h"
+#include "optimized/f32_activation.h"
 
 namespace kiln {
 namespace kernels {
@@ -12,27 +16,98 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The clamp microkernel over x, on the pool, into y (already resized).
-void clamp_elements(Isa isa, const Tensor& x, Tensor& y, float lo, float hi) {
-  const auto clamp = f32_clamp_for(isa).clamp;
+// y = act(x) over the pool; y already has x's shape (unary_setup).
+void activate(Isa isa, Activation act, const Tensor& x, Tensor& y, float lo = 0.0f, float hi = 0.0f) {
+  const auto map = f32_activation_for(isa).map;
   const float* xp = x.data_as<const float>();
   float* yp = y.data_as<float>();
   parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    clamp(xp + begin, yp + begin, end - begin, lo, hi);
+    map(act, xp + begin, yp + begin, end - begin, lo, hi);
   });
 }
 
-Status relu_run(KernelContext& ctx, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::relu.default";
+template <Activation kAct>
+Status unary_run(KernelContext& ctx, Inputs in, Outputs out, const char* op) {
   const Tensor* x;
   KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
-  clamp_elements(ctx.isa, *x, *out[0], 0.0f, kInf);
+  activate(ctx.isa, kAct, *x, *out[0]);
+  return Status::ok();
+}
+
+Status relu_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Relu>(ctx, in, out, "aten::relu.default");
+}
+Status sigmoid_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Sigmoid>(ctx, in, out, "aten::sigmoid.default");
+}
+Status tanh_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Tanh>(ctx, in, out, "aten::tanh.default");
+}
+Status silu_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Silu>(ctx, in, out, "aten::silu.default");
+}
+Status hardswish_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Hardswish>(ctx, in, out, "aten::hardswish.default");
+}
+Status hardsigmoid_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return unary_run<Activation::Hardsigmoid>(ctx, in, out, "aten::hardsigmoid.default");
+}
+
+// Bounds convert like the portable kernel's (saturate_cast); a missing one is infinite.
+Status clamp_common(Isa isa, const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
+  activate(isa, Activation::Clamp, x, y, has_lo ? saturate_cast<float>(lo) : -kInf,
+           has_hi ? saturate_cast<float>(hi) : kInf);
+  return Status::ok();
+}
+
+Status hardtanh_run(KernelContext& ctx, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::hardtanh.default";
+  const Tensor* x;
+  double lo, hi;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "min_val", &lo));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "max_val", &hi));
+  return clamp_common(ctx.isa, *x, *out[0], true, lo, true, hi);
+}
+
+Status clamp_run(KernelContext& ctx, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::clamp.default";
+  const Tensor* x;
+  double lo = 0, hi = 0;
+  bool has_lo, has_hi;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 1, "min", &lo, &has_lo));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 2, "max", &hi, &has_hi));
+  KILN_CHECK_OR_RETURN(has_lo || has_hi, KernelFailure, "%s: at least one of min and max must be given", op);
+  return clamp_common(ctx.isa, *x, *out[0], has_lo, lo, has_hi, hi);
+}
+
+Status gelu_run(KernelContext& ctx, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::gelu.default";
+  const Tensor* x;
+  const char* mode;
+  size_t len;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, &x));
+  KILN_RETURN_IF_ERROR(string_arg(op, in, 1, "approximate", &mode, &len));
+  const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
+  const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
+  KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
+                       static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
+  activate(ctx.isa, tanh ? Activation::GeluTanh : Activation::Gelu, *x, *out[0]);
   return Status::ok();
 }
 
 }  // namespace
 
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::relu.default", "f32", relu_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardtanh.default", "f32", hardtanh_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::clamp.default", "f32", clamp_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::sigmoid.default", "f32", sigmoid_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::tanh.default", "f32", tanh_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::gelu.default", "f32", gelu_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::silu.default", "f32", silu_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardswish.default", "f32", hardswish_run);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardsigmoid.default", "f32", hardsigmoid_run);
 
 }  // namespace optimized
 }  // namespace kernels

@@ -27,6 +27,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm256_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm256_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+  static VecF32 neg(VecF32 a) { return {_mm256_xor_ps(_mm256_set1_ps(-0.0f), a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {_mm256_sqrt_ps(a.v)}; }
   static VecF32 round(VecF32 a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
   static VecF32 exp2_int(VecF32 n) {
@@ -42,6 +43,16 @@ struct VecF32 {
   static VecF32 copysign(VecF32 a, VecF32 sign) {
     const __m256 m = _mm256_set1_ps(-0.0f);
     return {_mm256_or_ps(_mm256_andnot_ps(m, a.v), _mm256_and_ps(m, sign.v))};
+  }
+  // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + src_stride);
+    __m128 r2 = _mm_loadu_ps(src + 2 * src_stride), r3 = _mm_loadu_ps(src + 3 * src_stride);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + dst_stride, r1);
+    _mm_storeu_ps(dst + 2 * dst_stride, r2);
+    _mm_storeu_ps(dst + 3 * dst_stride, r3);
   }
   static float reduce_add(VecF32 a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));

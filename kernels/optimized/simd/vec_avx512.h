@@ -29,6 +29,10 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm512_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm512_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm512_abs_ps(a.v)}; }
+  // -a by flipping the sign bit (so -0 for 0, unlike 0 - a).
+  static VecF32 neg(VecF32 a) {
+    return {_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(INT32_MIN)))};
+  }
   static VecF32 sqrt(VecF32 a) { return {_mm512_sqrt_ps(a.v)}; }
   // Round to nearest integer (ties to even), as a float.
   static VecF32 round(VecF32 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
@@ -49,6 +53,16 @@ struct VecF32 {
     const __m512i m = _mm512_set1_epi32(INT32_MIN);
     return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(a.v)),
                                                 _mm512_and_si512(m, _mm512_castps_si512(sign.v))))};
+  }
+  // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + src_stride);
+    __m128 r2 = _mm_loadu_ps(src + 2 * src_stride), r3 = _mm_loadu_ps(src + 3 * src_stride);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + dst_stride, r1);
+    _mm_storeu_ps(dst + 2 * dst_stride, r2);
+    _mm_storeu_ps(dst + 3 * dst_stride, r3);
   }
   static float reduce_add(VecF32 a) { return _mm512_reduce_add_ps(a.v); }
   static float reduce_max(VecF32 a) { return _mm512_reduce_max_ps(a.v); }

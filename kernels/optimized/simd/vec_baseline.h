@@ -41,6 +41,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {_mm_max_ps(a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {_mm_min_ps(a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), a.v)}; }
+  static VecF32 neg(VecF32 a) { return {_mm_xor_ps(_mm_set1_ps(-0.0f), a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {_mm_sqrt_ps(a.v)}; }
   // cvtps rounds to nearest even under the default rounding mode; |a| < 2^31 in every caller.
   static VecF32 round(VecF32 a) { return {_mm_cvtepi32_ps(_mm_cvtps_epi32(a.v))}; }
@@ -59,6 +60,16 @@ struct VecF32 {
   static VecF32 copysign(VecF32 a, VecF32 sign) {
     const __m128 m = _mm_set1_ps(-0.0f);
     return {_mm_or_ps(_mm_andnot_ps(m, a.v), _mm_and_ps(m, sign.v))};
+  }
+  // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + src_stride);
+    __m128 r2 = _mm_loadu_ps(src + 2 * src_stride), r3 = _mm_loadu_ps(src + 3 * src_stride);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + dst_stride, r1);
+    _mm_storeu_ps(dst + 2 * dst_stride, r2);
+    _mm_storeu_ps(dst + 3 * dst_stride, r3);
   }
   static float reduce_add(VecF32 a) {
     __m128 s = _mm_add_ps(a.v, _mm_movehl_ps(a.v, a.v));
@@ -104,6 +115,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
   static VecF32 min(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x < y ? x : y; }); }
   static VecF32 abs(VecF32 a) { return map(a, a, [](float x, float) { return std::fabs(x); }); }
+  static VecF32 neg(VecF32 a) { return map(a, a, [](float x, float) { return -x; }); }
   static VecF32 sqrt(VecF32 a) { return map(a, a, [](float x, float) { return std::sqrt(x); }); }
   static VecF32 round(VecF32 a) { return map(a, a, [](float x, float) { return std::nearbyint(x); }); }
   static VecF32 exp2_int(VecF32 n) {
@@ -126,6 +138,10 @@ struct VecF32 {
   }
   static VecF32 copysign(VecF32 a, VecF32 sign) {
     return map(a, sign, [](float x, float s) { return std::copysign(x, s); });
+  }
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 4; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
   }
   static float reduce_add(VecF32 a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
   static float reduce_max(VecF32 a) {

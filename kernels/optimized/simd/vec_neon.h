@@ -35,6 +35,7 @@ struct VecF32 {
   static VecF32 max(VecF32 a, VecF32 b) { return {vbslq_f32(vcgtq_f32(a.v, b.v), a.v, b.v)}; }
   static VecF32 min(VecF32 a, VecF32 b) { return {vbslq_f32(vcltq_f32(a.v, b.v), a.v, b.v)}; }
   static VecF32 abs(VecF32 a) { return {vabsq_f32(a.v)}; }
+  static VecF32 neg(VecF32 a) { return {vnegq_f32(a.v)}; }
   static VecF32 sqrt(VecF32 a) { return {vsqrtq_f32(a.v)}; }
   static VecF32 round(VecF32 a) { return {vrndnq_f32(a.v)}; }
   static VecF32 exp2_int(VecF32 n) {
@@ -49,6 +50,15 @@ struct VecF32 {
   }
   static VecF32 copysign(VecF32 a, VecF32 sign) {
     return {vbslq_f32(vdupq_n_u32(0x80000000u), sign.v, a.v)};
+  }
+  // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
+  static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+    const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + src_stride));
+    const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * src_stride), vld1q_f32(src + 3 * src_stride));
+    vst1q_f32(dst, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + dst_stride, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * dst_stride, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * dst_stride, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
   }
   static float reduce_add(VecF32 a) { return vaddvq_f32(a.v); }
   static float reduce_max(VecF32 a) { return vmaxvq_f32(a.v); }

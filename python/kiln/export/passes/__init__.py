@@ -12,9 +12,9 @@ def default_passes(optimize: bool = True):
     """The exporter's pass pipeline, in order (imports torch). `optimize`
     adds the fusion passes (export(..., optimize=False) leaves them out)."""
     from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_batch_norms, fold_constants, fuse_epilogues, insert_dtype_casts,
-                   lower_split_ops, match_state_updates, remove_noop_ops, simplify_view_chains,
-                   tensorize_symbolic_scalars)
+                   fold_batch_norms, fold_constants, fold_kv_head_expansion, fuse_epilogues,
+                   insert_dtype_casts, lower_split_ops, match_state_updates, remove_noop_ops,
+                   simplify_view_chains, tensorize_symbolic_scalars)
     from .manager import load_pass
 
     fusion = (fold_batch_norms, fuse_epilogues) if optimize else ()
@@ -27,6 +27,7 @@ def default_passes(optimize: bool = True):
         remove_noop_ops,
         simplify_view_chains,
         remove_noop_ops,        # chains that collapsed to the identity
+        fold_kv_head_expansion,
         insert_dtype_casts,
         fold_constants,
         remove_noop_ops,        # casts of constants that folding made trivial

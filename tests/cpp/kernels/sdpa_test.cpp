@@ -1,0 +1,141 @@
+// Optimized scaled_dot_product_attention against the portable kernel: prefill and decode shapes,
+// GQA, causal, bool and float masks broadcast in every position, fully masked rows, NaN queries,
+// row counts and key counts around the tile sizes (64), odd head dims.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace kiln::test {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Scores and sums in float (the portable kernel: float64): outputs, weighted means of values in
+// [-1, 1], differ by a few units of 1e-7.
+constexpr Tolerance kSdpaTol{1e-5f, 2e-6f};
+
+struct Case {
+  int64_t b = 1, h = 1, hkv = 1, l = 1, s = 1, e = 16, ev = 16;
+  bool batched = true, causal = false, gqa = false;
+  std::vector<int64_t> mask_shape;  // empty: no mask
+  bool bool_mask = true;
+  double scale = -1;                // < 0: default
+  bool nan_query = false;
+};
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+void check(const Case& c, const char* what) {
+  std::vector<int64_t> qs = {c.b, c.h, c.l, c.e}, ks = {c.b, c.hkv, c.s, c.e}, vs = {c.b, c.hkv, c.s, c.ev};
+  if (!c.batched) qs.erase(qs.begin()), ks.erase(ks.begin()), vs.erase(vs.begin());
+  TestTensor q = TestTensor::random(qs), k = TestTensor::random(ks), v = TestTensor::random(vs);
+  if (c.nan_query) q.f()[c.e + 1] = kNaN;  // the second query row is NaN
+  TestTensor mask;
+  if (!c.mask_shape.empty()) {
+    const int64_t n = numel(c.mask_shape);
+    const int64_t row = c.mask_shape.back();
+    if (c.bool_mask) {
+      mask = TestTensor(c.mask_shape, ScalarType::Bool);
+      auto* m = mask.t.data_as<uint8_t>();
+      // Mostly "key j <= row r + a shift", some random holes, and the first row fully masked.
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = i / row, j = i % row;
+        m[i] = (j <= r + 3 && next_random() % 5 != 0) ? 1 : 0;
+      }
+      for (int64_t j = 0; j < row; ++j) m[j] = 0;
+    } else {
+      mask = TestTensor::random(c.mask_shape, false, -2.0f, 2.0f);
+      for (int64_t i = 0; i < n; ++i)
+        if (next_random() % 4 == 0) mask.f()[i] = -kInf;
+      for (int64_t j = 0; j < row; ++j) mask.f()[j] = -kInf;  // the first row fully masked
+      // A padding-like key (BERT's -10000); a shift that large on a whole row would cost the float
+      // scores their precision (the portable kernel adds in float64).
+      if (row > 2 && n > row + 2) mask.f()[row + 1] = -10000.0f;
+    }
+  }
+  Args args;
+  args.tensor(q).tensor(k).tensor(v);
+  if (c.mask_shape.empty()) args.none();
+  else args.tensor(mask);
+  args.d(0.0).b(c.causal);
+  if (c.scale < 0) args.none();
+  else args.d(c.scale);
+  args.b(c.gqa);
+  std::string name = format("sdpa %s: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what, (long long)c.b,
+                            (long long)c.h, (long long)c.hkv, (long long)c.l, (long long)c.s, (long long)c.e,
+                            (long long)c.ev);
+  if (!c.mask_shape.empty()) {
+    name += " mask [";
+    for (int64_t d : c.mask_shape) name += format(" %lld", (long long)d);
+    name += " ]";
+  }
+  const int ran = expect_tiers_match(name, "aten::scaled_dot_product_attention.default", args,
+                                     {c.b * c.h * c.l * c.ev}, kSdpaTol);
+  KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels",
+              name.c_str(), ran);
+}
+
+KILN_TEST(sdpa_model_shapes_match_reference) {
+  Case prefill;  // SmolLM2: 9 heads of 64, a bool mask [T, capacity]
+  prefill.h = prefill.hkv = 9, prefill.l = 37, prefill.s = 128, prefill.e = prefill.ev = 64;
+  prefill.mask_shape = {37, 128};
+  check(prefill, "smollm2 prefill");
+  Case decode = prefill;
+  decode.l = 1, decode.mask_shape = {1, 128};
+  check(decode, "smollm2 decode");
+  Case gqa = prefill;  // the same with the KV heads not expanded
+  gqa.hkv = 3, gqa.gqa = true, gqa.s = 256, gqa.mask_shape = {37, 256};
+  check(gqa, "gqa prefill");
+  gqa.l = 1, gqa.mask_shape = {1, 256};
+  check(gqa, "gqa decode");
+  Case minilm;  // 12 heads of 32, a float padding mask [B, 1, 1, S]
+  minilm.h = minilm.hkv = 12, minilm.l = minilm.s = 128, minilm.e = minilm.ev = 32;
+  minilm.mask_shape = {1, 1, 1, 128}, minilm.bool_mask = false;
+  check(minilm, "minilm");
+}
+
+KILN_TEST(sdpa_tile_edges_match_reference) {
+  for (int64_t l : {1, 2, 3, 63, 64, 65, 130})
+    for (int64_t s : {1, 5, 63, 64, 65, 200}) {
+      Case c;
+      c.h = c.hkv = 2, c.l = l, c.s = s, c.e = 17, c.ev = 9;
+      check(c, "no mask");
+      c.causal = true;
+      check(c, "causal");
+    }
+  for (int64_t e : {1, 3, 4, 5, 16, 33, 80}) {
+    Case c;
+    c.h = c.hkv = 3, c.l = 7, c.s = 70, c.e = e, c.ev = e + 3;
+    check(c, "head dims");
+  }
+}
+
+KILN_TEST(sdpa_masks_match_reference) {
+  const std::vector<std::vector<int64_t>> shapes = {{9, 70}, {1, 70}, {2, 1, 9, 70}, {1, 4, 9, 70}, {4, 1, 70},
+                                                    {2, 4, 1, 1}, {70}, {2, 4, 9, 70}};
+  for (const auto& shape : shapes)
+    for (bool boolean : {true, false}) {
+      Case c;
+      c.b = 2, c.h = 4, c.hkv = 2, c.gqa = true, c.l = 9, c.s = 70, c.e = 24, c.ev = 20;
+      c.mask_shape = shape, c.bool_mask = boolean;
+      check(c, boolean ? "bool mask" : "float mask");
+    }
+  Case c;
+  c.h = c.hkv = 3, c.l = 5, c.s = 40, c.batched = false, c.causal = true, c.scale = 0.3;
+  check(c, "3-D causal with scale");
+  c.causal = false, c.nan_query = true, c.mask_shape = {5, 40};
+  check(c, "NaN query row");
+  c.bool_mask = false;
+  check(c, "NaN query row, float mask");
+}
+
+}  // namespace
+}  // namespace kiln::test
