@@ -52,4 +52,31 @@ inline TestTensor portable_output(const char* op, const Args& args, int64_t capa
   return y;
 }
 
+// The activations of the fused operators, by name.
+inline const char* const kActivations[] = {"none", "relu",    "clamp", "gelu",      "gelu_tanh",
+                                           "silu", "sigmoid", "tanh",  "hardswish", "hardsigmoid"};
+
+// The unfused reference of a fused epilogue: act(y + residual) through the
+// portable add and activation kernels; `residual` may be null.
+inline TestTensor reference_epilogue(TestTensor y, TestTensor* residual, const std::string& activation, double lo,
+                                     double hi) {
+  const int64_t n = y.numel();
+  if (residual != nullptr) {
+    Args args;
+    args.tensor(y).tensor(*residual).d(1.0);
+    y = portable_output("aten::add.Tensor", args, n);
+  }
+  if (activation == "none") return y;
+  Args args;
+  args.tensor(y);
+  std::string op = "aten::" + activation + ".default";
+  if (activation == "clamp") {
+    args.d(lo).d(hi);
+  } else if (activation == "gelu" || activation == "gelu_tanh") {
+    op = "aten::gelu.default";
+    args.str(activation == "gelu" ? "none" : "tanh");
+  }
+  return portable_output(op.c_str(), args, n);
+}
+
 }  // namespace kiln::test
