@@ -99,14 +99,12 @@ ScratchPlan plan_scratch(const F32GemmKernels& kr, int64_t n, bool b_at_run) {
   return s;
 }
 
-void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, const Task& task, float* scratch,
-              int64_t scratch_floats) {
+// `scratch`: the worker's, as large as plan_scratch asks (checked by gemm()).
+void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, const Task& task, float* scratch) {
   const BatchOffsets off = batch_offsets(p.batches, batch);
   const int64_t nr = kr.nr, mr = kr.mr, kc = k_slice(kr, p.k);
   const bool prepacked = p.packed_b != nullptr;
-  const ScratchPlan plan = plan_scratch(kr, task.p1 * nr, !prepacked);
-  // Planned at prepare for at least this problem's columns (gemm_worker_scratch_bytes).
-  if (plan.b_floats + plan.a_floats > scratch_floats) return;
+  const ScratchPlan plan = plan_scratch(kr, p.n, !prepacked);
   float* b_buf = scratch;
   float* a_buf = scratch + plan.b_floats;
   // One row has nothing to gain from a copy of A: it is read once per panel anyway.
@@ -245,24 +243,28 @@ size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool 
   return static_cast<size_t>(plan.b_floats + plan.a_floats) * sizeof(float);
 }
 
-void gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes) {
+Status gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes) {
   const int64_t batches = p.batches.count();
-  if (p.m <= 0 || p.n <= 0 || batches <= 0) return;
+  if (p.m <= 0 || p.n <= 0 || batches <= 0) return Status::ok();
+  const ScratchPlan plan = plan_scratch(kernels, p.n, p.packed_b == nullptr);
+  KILN_CHECK_OR_RETURN(static_cast<size_t>(plan.b_floats + plan.a_floats) * sizeof(float) <= scratch_bytes,
+                       KernelFailure, "%s: the scratch planned at load is too small for a product with %lld columns",
+                       ctx.op_name, static_cast<long long>(p.n));
   const Split s = split_work(kernels, p, batches);
   const int64_t tasks_per_batch = s.mt * s.nt;
   const int64_t panels = ceil_div(p.n, kernels.nr);
   const int64_t tasks = batches * tasks_per_batch;
   parallel_for(tasks, flops_of(p, batches) < kMinParallelFlops ? tasks : 1, [&](int64_t begin, int64_t end) {
-    float* buf = static_cast<float*>(worker_scratch(ctx));
-    const int64_t buf_floats = static_cast<int64_t>(scratch_bytes / sizeof(float));
+    float* scratch = static_cast<float*>(worker_scratch(ctx));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t batch = t / tasks_per_batch, mi = (t % tasks_per_batch) / s.nt, ni = t % s.nt;
       Task task;
       task.m0 = mi * s.rows, task.m1 = std::min(p.m, task.m0 + s.rows);
       task.p0 = ni * s.panels, task.p1 = std::min(panels, task.p0 + s.panels);
-      run_task(kernels, p, batch, task, buf, buf_floats);
+      run_task(kernels, p, batch, task, scratch);
     }
   });
+  return Status::ok();
 }
 
 }  // namespace optimized

@@ -75,8 +75,9 @@ Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels
 size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool b_prepacked);
 
 // Runs the problem on the pool. `scratch_bytes` is the per-worker scratch that
-// ctx provides, gemm_worker_scratch_bytes of at least this problem's columns.
-void gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes);
+// ctx provides, gemm_worker_scratch_bytes of at least this problem's columns
+// (KernelFailure otherwise).
+Status gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes);
 
 }  // namespace optimized
 }  // namespace kernels

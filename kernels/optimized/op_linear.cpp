@@ -109,8 +109,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   p.bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   p.residual = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;
   p.act = a.act;
-  gemm(*s.kernels, p, ctx, s.scratch);
-  return Status::ok();
+  return gemm(*s.kernels, p, ctx, s.scratch);
 }
 
 void release(void* state) { delete static_cast<LinearState*>(state); }

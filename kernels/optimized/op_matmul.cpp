@@ -210,8 +210,7 @@ Status run(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Outputs
     KILN_CHECK_OR_RETURN(r.b->data() == s.packed_from, KernelFailure, "%s: B is not the constant packed at load", op);
     r.p.packed_b = s.packed;
   }
-  gemm(*s.kernels, r.p, ctx, s.scratch);
-  return Status::ok();
+  return gemm(*s.kernels, r.p, ctx, s.scratch);
 }
 
 void release(void* state) { delete static_cast<MatmulState*>(state); }

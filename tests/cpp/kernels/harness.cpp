@@ -164,7 +164,11 @@ KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTen
   ctx.services = nullptr;
   ctx.state = state;
   const size_t call = (ctx.scratch_bytes + 63) / 64 * 64, worker = (ctx.worker_scratch_bytes + 63) / 64 * 64;
-  std::shared_ptr<uint8_t> scratch = aligned_bytes(call + worker * static_cast<size_t>(num_threads()));
+  const size_t scratch_bytes = call + worker * static_cast<size_t>(num_threads());
+  std::shared_ptr<uint8_t> scratch = aligned_bytes(scratch_bytes);
+  // Scratch holds whatever the method's other instructions left there: NaNs
+  // here, so that a kernel reading scratch it did not write shows in its output.
+  std::memset(scratch.get(), 0xff, scratch_bytes);
   ctx.scratch = ctx.scratch_bytes > 0 ? scratch.get() : nullptr;
   ctx.worker_scratch_base = ctx.worker_scratch_bytes > 0 ? scratch.get() + call : nullptr;
   ctx.worker_scratch_stride = ctx.worker_scratch_bytes > 0 ? worker : 0;
