@@ -298,6 +298,44 @@ double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, do
   return time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads, batch_s, 5);
 }
 
+struct ConvShape {
+  const char* name;
+  int64_t c, h, w, cout, k, stride, pad, groups;
+};
+
+// Seconds per call of a conv2d with constant weights and a bias.
+double time_conv(const ConvShape& s, int32_t tier, Isa isa, int threads, double batch_s) {
+  const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+  Buffer x({1, s.c, s.h, s.w}, false), w({s.cout, s.c / s.groups, s.k, s.k}, true), b({s.cout}, true);
+  Buffer y({1, s.cout, oh, ow}, false);
+  std::vector<int64_t> stride{s.stride, s.stride}, pad{s.pad, s.pad}, dil{1, 1};
+  auto ints = [](std::vector<int64_t>& v) {
+    Value r;
+    r.kind = ValueKind::IntList;
+    r.ints.data = v.data();
+    r.ints.size = v.size();
+    return r;
+  };
+  Value groups;
+  groups.kind = ValueKind::Int;
+  groups.i = s.groups;
+  Prepared k("aten::conv2d.default", {tensor_value(x), tensor_value(w), tensor_value(b), ints(stride), ints(pad),
+                                      ints(dil), groups},
+             &y.t, tier, isa);
+  if (!k.ok()) return 0;
+  return time_per_call([&] { k.run(); }, threads, batch_s, 5);
+}
+
+// Convolutions of a ResNet-18 at 224 x 224 and of MobileNetV3-small's depthwise layers.
+const ConvShape kConvShapes[] = {
+    {"r18 conv1 7x7/2", 3, 224, 224, 64, 7, 2, 3, 1},     {"r18 l1 3x3", 64, 56, 56, 64, 3, 1, 1, 1},
+    {"r18 l2 3x3/2", 64, 56, 56, 128, 3, 2, 1, 1},        {"r18 l2 3x3", 128, 28, 28, 128, 3, 1, 1, 1},
+    {"r18 l2 down 1x1/2", 64, 56, 56, 128, 1, 2, 0, 1},   {"r18 l3 3x3", 256, 14, 14, 256, 3, 1, 1, 1},
+    {"r18 l4 3x3", 512, 7, 7, 512, 3, 1, 1, 1},           {"mnv3 1x1 96->576", 96, 7, 7, 576, 1, 1, 0, 1},
+    {"mnv3 1x1 16->72", 16, 56, 56, 72, 1, 1, 0, 1},      {"dw 3x3 16ch 112", 16, 112, 112, 16, 3, 2, 1, 16},
+    {"dw 5x5 96ch 14", 96, 14, 14, 96, 5, 1, 2, 96},      {"dw 3x3 72ch 56", 72, 56, 56, 72, 3, 1, 1, 72},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -326,7 +364,8 @@ int main(int argc, char** argv) {
                          {"MiniLM ffn down", 128, 384, 1536}, {"SmolLM2 attn", 64, 576, 576},
                          {"SmolLM2 mlp up", 64, 1536, 576},   {"SmolLM2 mlp down", 64, 576, 1536},
                          {"SmolLM2 lm head", 64, 49152, 576}, {"decode up", 1, 1536, 576},
-                         {"decode down", 1, 576, 1536},       {"decode lm head", 1, 49152, 576}};
+                         {"decode down", 1, 576, 1536},       {"decode lm head", 1, 49152, 576},
+                         {"r18 l3 as C^T", 196, 256, 2304},    {"r18 l4 as C^T", 49, 512, 4608}};
   shapes.insert(shapes.end(), std::begin(named), std::end(named));
 
   std::printf("optimized kernels at level %s\n", isa_name(isa));
@@ -351,6 +390,20 @@ int main(int argc, char** argv) {
         std::printf(" %.1f GB/s %.0f%%", gbs, 100 * gbs / bw);
       }
       std::printf("\n");
+      std::fflush(stdout);
+    }
+    std::printf("%-18s %5s %5s %5s %5s | %10s %6s | %10s\n", "conv", "C", "HxW", "Cout", "k/s", "GF/s", "%peak",
+                "portable");
+    for (const ConvShape& s : kConvShapes) {
+      if (std::strstr(s.name, filter) == nullptr) continue;
+      const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+      const double flops = 2.0 * s.cout * oh * ow * (s.c / s.groups) * s.k * s.k;
+      const double opt = time_conv(s, kTierOptimized, isa, threads, batch_s);
+      const double port = time_conv(s, kTierPortable, Isa::Baseline, threads, batch_s);
+      const double gf = opt > 0 ? flops / opt * 1e-9 : 0;
+      std::printf("%-18s %5lld %5lld %5lld %3lld/%lld | %10.1f %5.0f%% | %10.1f\n", s.name, (long long)s.c,
+                  (long long)s.h, (long long)s.cout, (long long)s.k, (long long)s.stride, gf, 100 * gf / peak,
+                  port > 0 ? flops / port * 1e-9 : 0);
       std::fflush(stdout);
     }
   }

@@ -43,6 +43,9 @@ struct F32GemmKernels {
   int64_t kc = 0, mc = 0, nc = 0;  // cache blocks: K slice, rows of A per L2 block, columns of B per block
   // tile[r - 1] computes a tile of r rows (1 <= r <= mr); tile[0] is the GEMV.
   GemmTileFn tile[kGemmMaxMR] = {};
+  // Packs B[k][j] = b[k * ldb + j] (k < kc, j < nc) into panels of nr columns,
+  // kc x nr floats each, zero-padded past column nc.
+  void (*pack_rows)(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) = nullptr;
 };
 KILN_ISA_TABLE(F32GemmKernels, f32_gemm)
 

@@ -108,7 +108,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
   float* b_buf = scratch;
   float* a_buf = scratch + plan.b_floats;
   // One row has nothing to gain from a copy of A: it is read once per panel anyway.
-  const bool pack_a = task.m1 - task.m0 > 1;
+  const bool pack_a = p.pack_a != nullptr || task.m1 - task.m0 > 1;
   const int64_t block_panels = kr.nc / nr;
   const int64_t padded_n = ceil_div(p.n, nr) * nr;
 
@@ -122,7 +122,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
   if (p.act.kind == Activation::Clamp) t.lo = p.act.lo, t.hi = p.act.hi;
   const bool post_activation = activation_after_tile(p.act.kind);
 
-  const float* a = p.a + off.a;
+  const float* a = p.a != nullptr ? p.a + off.a : nullptr;
   float* c = p.c + off.c;
   const float* residual = p.residual != nullptr ? p.residual + off.c : nullptr;
   const float* bias = p.bias != nullptr ? p.bias + off.bias : nullptr;
@@ -138,6 +138,8 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
       } else {
         if (p.pack_b != nullptr) {
           p.pack_b(p.pack_b_ctx, batch, k0, kcb, n0, block_cols, static_cast<int>(nr), b_buf);
+        } else if (p.b_cs == 1) {
+          kr.pack_rows(p.b + off.b + k0 * p.b_rs + n0, p.b_rs, kcb, block_cols, b_buf);
         } else {
           pack_b_panels(p.b + off.b + k0 * p.b_rs + n0 * p.b_cs, p.b_rs, p.b_cs, kcb, block_cols,
                         static_cast<int>(nr), b_buf);
@@ -153,8 +155,12 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
         t.lda = p.lda;
         if (pack_a) {
           const int64_t stride = packed_a_stride(kc);
-          for (int64_t i = mb; i < me; ++i)
-            std::memcpy(a_buf + (i - mb) * stride, a + i * p.lda + k0, static_cast<size_t>(kcb) * sizeof(float));
+          if (p.pack_a != nullptr) {
+            p.pack_a(p.pack_a_ctx, batch, mb, me - mb, k0, kcb, a_buf, stride);
+          } else {
+            for (int64_t i = mb; i < me; ++i)
+              std::memcpy(a_buf + (i - mb) * stride, a + i * p.lda + k0, static_cast<size_t>(kcb) * sizeof(float));
+          }
           a_block = a_buf;
           t.lda = stride;
         }

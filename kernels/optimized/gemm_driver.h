@@ -4,7 +4,7 @@
 //   for each task (batch, rows [m0, m1), panels [p0, p1)) on the pool
 //     for each block of nc columns
 //       for each slice of kc rows of K          (pack the B block, unless prepacked)
-//         for each block of mc rows of A         (copied, so that its rows never alias in L1)
+//         for each block of mc rows of A         (copied or made, so that its rows never alias in L1)
 //           for each panel of nr columns         (its kc x nr micro-panel stays in L1)
 //             for each strip of mr rows          (the microkernel; epilogue on the last slice)
 #pragma once
@@ -25,6 +25,11 @@ namespace optimized {
 using PackBFn = void (*)(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
                          float* dst);
 
+// Writes A[m0 : m0+mc, k0 : k0+kc] of batch `batch`, row i at dst + i * ld
+// (the transposed implicit im2col of small convolutions).
+using PackAFn = void (*)(const void* ctx, int64_t batch, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
+                         int64_t ld);
+
 // Batched problems: batch index b is unravelled over `sizes` (row-major) and
 // each operand is offset by its per-dimension element strides (0 broadcasts).
 struct GemmBatches {
@@ -39,8 +44,11 @@ struct GemmBatches {
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;  // rows a + i * lda, K contiguous
+  // A: rows a + i * lda, K contiguous; or, when pack_a is set, made block by block.
+  const float* a = nullptr;
   int64_t lda = 0;
+  PackAFn pack_a = nullptr;
+  const void* pack_a_ctx = nullptr;
   float* c = nullptr;  // rows c + i * ldc
   int64_t ldc = 0;
   GemmBatches batches;

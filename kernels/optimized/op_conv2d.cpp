@@ -3,16 +3,19 @@
 // Per (image, group) a convolution is the GEMM out[co, p] = sum_k W[co, k] * X[k, p]
 // with k = (ci, i, j) over the window and p an output pixel: the weights are A,
 // read in place (their rows are contiguous), and B is packed straight from the
-// input by an implicit im2col (or read as is for a 1x1 stride-1 convolution),
+// input by an implicit im2col (f32_im2col.h; a 1x1 stride-1 convolution's input is B as is),
 // with the bias per output channel, the residual and the activation fused into
 // the GEMM's epilogue. Depthwise convolutions run a direct kernel
 // (conv_depthwise.cpp) with the same epilogue.
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "common/kernel_args.h"
 #include "common/window.h"
 #include "optimized/conv2d.h"
+#include "optimized/f32_im2col.h"
+#include "optimized/gemm_activation.h"
 #include "optimized/gemm_driver.h"
 
 namespace kiln {
@@ -24,7 +27,7 @@ constexpr const char* kConv2d = "aten::conv2d.default";
 constexpr const char* kFusedConv2d = "kiln::fused_conv2d.default";
 
 // Checks the arguments like the portable kernel and resizes the output.
-Status conv_args(const char* op, bool fused, Inputs in, Outputs out, ConvGeom* g) {
+Status conv_args(const char* op, bool fused, Inputs in, Outputs out, ConvGeom* g, const Tensor** weight = nullptr) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, fused ? 11 : 7, 1));
   const Tensor *x, *wt, *bias, *residual = nullptr;
   int64_t stride[2], pad[2], dil[2], groups;
@@ -84,6 +87,7 @@ Status conv_args(const char* op, bool fused, Inputs in, Outputs out, ConvGeom* g
   g->bias = bias != nullptr ? bias->data_as<const float>() : nullptr;
   g->residual = residual != nullptr ? residual->data_as<const float>() : nullptr;
   g->y = y.data_as<float>();
+  if (weight != nullptr) *weight = wt;
   return Status::ok();
 }
 
@@ -92,64 +96,8 @@ bool is_pointwise(const ConvGeom& g) {
   return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
-// Writes columns [col, col + len) of one row of a B block in panels (kc rows of
-// nr floats each, see PackBFn) from src[t * stride], or zeros when src is null.
-void put_run(float* row, int64_t kc, int nr, int64_t col, int64_t len, const float* src, int64_t stride) {
-  while (len > 0) {
-    const int64_t c = col % nr, piece = std::min<int64_t>(len, nr - c);
-    float* d = row + col / nr * kc * nr + c;
-    if (src == nullptr) {
-      std::fill(d, d + piece, 0.0f);
-    } else if (stride == 1) {
-      std::copy(src, src + piece, d);
-      src += piece;
-    } else {
-      for (int64_t t = 0; t < piece; ++t, src += stride) d[t] = *src;
-    }
-    col += piece;
-    len -= piece;
-  }
-}
-
-// The implicit im2col (a PackBFn): rows [k0, k0 + kc) of the column matrix of
-// batch (image, group), row k being the window tap (ci, i, j), for the output
-// pixels [n0, n0 + nc), written straight from the input.
-void pack_im2col(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
-  const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
-  const int64_t image = batch / g.groups, group = batch % g.groups;
-  const float* xb = g.x + (image * g.c + group * g.cin_g) * g.h * g.w;
-  const int64_t window = g.kh * g.kw;
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const int64_t k = k0 + kk;
-    const int64_t i = k % window / g.kw, j = k % g.kw;
-    const float* plane = xb + k / window * g.h * g.w;
-    float* row = dst + kk * nr;
-    // Input column of output column o: o * sw + off; those inside the row are [o_lo, o_hi).
-    const int64_t off = j * g.dw - g.pw;
-    const int64_t o_lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-    const int64_t o_hi = g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1;
-    int64_t oh = n0 / g.ow, ow = n0 % g.ow, col = 0;
-    while (col < nc) {
-      const int64_t len = std::min(nc - col, g.ow - ow), end = ow + len;
-      const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-      if (ih < 0 || ih >= g.h) {
-        put_run(row, kc, nr, col, len, nullptr, 0);
-      } else {
-        const int64_t lo = std::min(std::max(ow, o_lo), end), hi = std::max(lo, std::min(end, o_hi));
-        put_run(row, kc, nr, col, lo - ow, nullptr, 0);
-        put_run(row, kc, nr, col + lo - ow, hi - lo, plane + ih * g.w + lo * g.sw + off, g.sw);
-        put_run(row, kc, nr, col + hi - ow, end - hi, nullptr, 0);
-      }
-      col += len;
-      ow = 0;
-      ++oh;
-    }
-    put_run(row, kc, nr, nc, (nc + nr - 1) / nr * nr - nc, nullptr, 0);
-  }
-}
-
 // The convolution as one GEMM per (image, group).
-Status conv_gemm(const ConvGeom& g, const F32GemmKernels& kernels, const KernelContext& ctx, size_t scratch) {
+Status conv_gemm(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t scratch) {
   const int64_t cout_g = g.cout / g.groups, hw = g.oh * g.ow;
   GemmProblem p;
   p.m = cout_g, p.n = hw, p.k = g.cin_g * g.kh * g.kw;
@@ -168,30 +116,144 @@ Status conv_gemm(const ConvGeom& g, const F32GemmKernels& kernels, const KernelC
     p.b = g.x, p.b_rs = g.h * g.w, p.b_cs = 1;
     p.batches.b_strides[0] = g.c * g.h * g.w, p.batches.b_strides[1] = g.cin_g * g.h * g.w;
   } else {
-    p.pack_b = pack_im2col;
+    p.pack_b = f32_im2col_for(isa).pack;
     p.pack_b_ctx = &g;
   }
-  return gemm(kernels, p, ctx, scratch);
+  return gemm(f32_gemm_for(isa), p, ctx, scratch);
 }
+
+// Small images (the last stages of a CNN) leave most of an nr-wide panel of
+// output pixels empty. There the product runs transposed, vectorized over the
+// output channels instead: C^T[p, co] = im2col(x)^T[p, k] @ W^T[k, co], with
+// W^T prepacked like a linear weight, blocks of im2col(x)^T made as the GEMM
+// needs them, and C^T (in call scratch) written into out's layout at the end,
+// with the residual and the activation (images folded into the rows).
+// Floats of call scratch the transposed path needs, or 0 when it should not serve.
+int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw;
+  if (g.groups != 1 || k == 0) return 0;
+  // Worth it when the pixels waste more than a tenth of the panels.
+  const int64_t padded = (hw + kr.nr - 1) / kr.nr * kr.nr;
+  if (padded * 10 <= hw * 11) return 0;
+  constexpr int64_t kMaxFloats = int64_t{2} << 20;  // 8 MB
+  const int64_t rows = g.images * hw;
+  if (g.cout > kMaxFloats || rows > kMaxFloats / g.cout) return 0;
+  return rows * g.cout;
+}
+
+// A PackAFn: rows [m0, m0 + mc) of im2col(x)^T (row r = image * pixels + p
+// holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
+void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
+                            int64_t ld) {
+  const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
+  const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
+  for (int64_t r = m0; r < m0 + mc; ++r, dst += ld) {
+    const int64_t image = r / hw, oh = r % hw / g.ow, ow = r % g.ow;
+    const float* xb = g.x + image * g.c * g.h * g.w;
+    const int64_t iw0 = ow * g.sw - g.pw;
+    const bool row_inside = iw0 >= 0 && iw0 + (g.kw - 1) * g.dw < g.w;  // no tap in the side padding
+    int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;
+    float* d = dst;
+    // Runs of taps (ci, i, j..kw-1) that share an input row.
+    for (int64_t t = 0; t < kc;) {
+      const int64_t run = std::min(g.kw - j, kc - t);
+      const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+      if (ih < 0 || ih >= g.h) {
+        std::fill(d, d + run, 0.0f);
+      } else {
+        const float* src = xb + (ci * g.h + ih) * g.w + iw0;
+        if (row_inside) {
+          for (int64_t q = 0; q < run; ++q) d[q] = src[(j + q) * g.dw];
+        } else {
+          for (int64_t q = 0; q < run; ++q) {
+            const int64_t iw = iw0 + (j + q) * g.dw;
+            d[q] = iw >= 0 && iw < g.w ? src[(j + q) * g.dw] : 0.0f;
+          }
+        }
+      }
+      d += run, t += run, j = 0;
+      if (++i == g.kh) i = 0, ++ci;
+    }
+  }
+}
+
+Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float* packed_wt, const KernelContext& ctx,
+                       size_t worker_scratch, int64_t call_floats) {
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
+  KILN_CHECK_OR_RETURN(rows * g.cout <= call_floats, KernelFailure,
+                       "conv2d: the scratch planned at load does not fit this input");
+  float* ct = static_cast<float*>(ctx.scratch);
+  GemmProblem p;
+  p.m = rows, p.n = g.cout, p.k = k;
+  p.pack_a = pack_im2col_transposed, p.pack_a_ctx = &g;
+  p.packed_b = packed_wt;
+  p.c = ct, p.ldc = g.cout;
+  p.bias = g.bias;
+  KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
+  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]).
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (g.act.kind == Activation::Relu) lo = 0.0f;
+  if (g.act.kind == Activation::Clamp) lo = g.act.lo, hi = g.act.hi;
+  const bool post_activation = activation_after_tile(g.act.kind);
+  // Blocks of kBlock channels: each row of C^T gives a cache line to each of kBlock output planes.
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
+  parallel_for(g.images * blocks, grain_for(hw * kBlock), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t image = b / blocks, c0 = b % blocks * kBlock, c1 = std::min(g.cout, c0 + kBlock);
+      const float* src = ct + image * hw * g.cout;
+      const int64_t plane0 = image * g.cout;
+      for (int64_t q = 0; q < hw; ++q) {
+        for (int64_t co = c0; co < c1; ++co) {
+          const int64_t at = (plane0 + co) * hw + q;
+          const float v = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
+          g.y[at] = act::clamp(v, lo, hi);
+        }
+      }
+      if (post_activation) activate_tile(g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
+    }
+  });
+  return Status::ok();
+}
+
+enum class ConvPath : uint8_t { Gemm, Depthwise, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
-  bool depthwise = false;
+  ConvPath path = ConvPath::Gemm;
   size_t scratch = 0;  // per worker
+  // Transposed: W^T in panels, the weight it was packed from, and the call scratch.
+  const float* packed_wt = nullptr;
+  const void* packed_from = nullptr;
+  int64_t call_floats = 0;
 };
 
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   ConvGeom g;
-  Status st = conv_args(op, fused, in, out, &g);
+  const Tensor* weight;
+  Status st = conv_args(op, fused, in, out, &g, &weight);
   // Malformed arguments: the portable kernel serves, and reports them at run.
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
   auto s = std::make_unique<ConvState>();
   s->isa = ctx.isa;
+  const F32GemmKernels& kr = f32_gemm_for(ctx.isa);
   if (is_depthwise(g)) {
     s->scratch = depthwise_scratch_bytes(g, ctx.isa);
-    s->depthwise = s->scratch > 0;
+    if (s->scratch > 0) s->path = ConvPath::Depthwise;
   }
-  if (!s->depthwise) s->scratch = gemm_worker_scratch_bytes(f32_gemm_for(ctx.isa), g.oh * g.ow, false);
+  if (s->path == ConvPath::Gemm && weight->is_constant()) s->call_floats = transposed_scratch_floats(g, kr);
+  if (s->call_floats > 0) {
+    // B[k][co] = W[co][k].
+    const int64_t k = g.cin_g * g.kh * g.kw;
+    Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
+    if (!packed.ok()) return packed.status();
+    s->path = ConvPath::Transposed;
+    s->packed_wt = packed.value();
+    s->packed_from = weight->data();
+    s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
+    ctx.scratch_bytes = static_cast<size_t>(s->call_floats) * sizeof(float);
+  }
+  if (s->path == ConvPath::Gemm) s->scratch = gemm_worker_scratch_bytes(kr, g.oh * g.ow, false);
   ctx.worker_scratch_bytes = s->scratch;
   *state = s.release();
   return Status::ok();
@@ -200,10 +262,18 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
 Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out) {
   const auto& s = *static_cast<const ConvState*>(ctx.state);
   ConvGeom g;
-  KILN_RETURN_IF_ERROR(conv_args(op, fused, in, out, &g));
+  const Tensor* weight;
+  KILN_RETURN_IF_ERROR(conv_args(op, fused, in, out, &g, &weight));
   if (out[0]->numel() == 0) return Status::ok();
-  if (s.depthwise && is_depthwise(g)) return depthwise_conv(g, s.isa, ctx, s.scratch);
-  return conv_gemm(g, f32_gemm_for(s.isa), ctx, s.scratch);
+  switch (s.path) {
+    case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
+    case ConvPath::Transposed:
+      KILN_CHECK_OR_RETURN(weight->data() == s.packed_from, KernelFailure, "%s: the weight is not the constant packed at load",
+                           op);
+      return conv_transposed(g, f32_gemm_for(s.isa), s.packed_wt, ctx, s.scratch, s.call_floats);
+    case ConvPath::Gemm: break;
+  }
+  return conv_gemm(g, s.isa, ctx, s.scratch);
 }
 
 void release(void* state) { delete static_cast<ConvState*>(state); }
