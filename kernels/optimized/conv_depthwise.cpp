@@ -6,7 +6,6 @@
 // that every tap of every output row reads one contiguous run and the
 // microkernel needs no bounds checks.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "common/shape_math.h"
@@ -50,28 +49,6 @@ bool plan_band(const ConvGeom& g, int width, Band* b) {
   return sat_mul(b->row_stride, b->rows_per_out) <= kMaxRowBandFloats;
 }
 
-// One band row from input row `src` (null: a padding row), phases of phase_len floats.
-void fill_band_row(const float* src, const ConvGeom& g, const Band& b, float* dst) {
-  for (int64_t r = 0; r < g.sw; ++r, dst += b.phase_len) {
-    if (src == nullptr) {
-      std::fill(dst, dst + b.phase_len, 0.0f);
-      continue;
-    }
-    // Phase entry t is padded column t * sw + r, input column t * sw + r - pw.
-    const int64_t first = g.pw <= r ? 0 : (g.pw - r + g.sw - 1) / g.sw;
-    const int64_t last = g.w - 1 + g.pw - r < 0 ? 0 : (g.w - 1 + g.pw - r) / g.sw + 1;
-    const int64_t t0 = std::min(first, b.phase_len), t1 = std::max(t0, std::min(last, b.phase_len));
-    std::fill(dst, dst + t0, 0.0f);
-    const float* s = src + t0 * g.sw + r - g.pw;
-    if (g.sw == 1) {
-      std::memcpy(dst + t0, s, static_cast<size_t>(t1 - t0) * sizeof(float));
-    } else {
-      for (int64_t t = t0; t < t1; ++t, s += g.sw) dst[t] = *s;
-    }
-    std::fill(dst + t1, dst + b.phase_len, 0.0f);
-  }
-}
-
 }  // namespace
 
 size_t depthwise_scratch_bytes(const ConvGeom& g, Isa isa) {
@@ -107,6 +84,9 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
     float* band = static_cast<float*>(worker_scratch(ctx));
     DwconvRows a = base;
     a.band = band;
+    DwconvBand fill;
+    fill.h = g.h, fill.w = g.w, fill.pw = g.pw, fill.sw = g.sw, fill.phase_len = b.phase_len;
+    fill.dst = band;
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t image = plane / g.cout, co = plane % g.cout;
       const float* x = g.x + (image * g.c + co / mult) * plane_in;
@@ -114,11 +94,10 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
       a.bias = g.bias != nullptr ? g.bias[co] : 0.0f;
       for (int64_t oh0 = 0; oh0 < g.oh; oh0 += band_out_rows) {
         a.rows = std::min(band_out_rows, g.oh - oh0);
-        const int64_t ih0 = oh0 * g.sh - g.ph;
-        for (int64_t r = 0; r < b.rows_for(a.rows, g); ++r) {
-          const int64_t ih = ih0 + r;
-          fill_band_row(ih >= 0 && ih < g.h ? x + ih * g.w : nullptr, g, b, band + r * b.row_stride);
-        }
+        fill.ih0 = oh0 * g.sh - g.ph;
+        fill.rows = b.rows_for(a.rows, g);
+        fill.plane = x;
+        k.fill_band(fill);
         a.y = g.y + plane * plane_out + oh0 * g.ow;
         a.residual = g.residual != nullptr ? g.residual + plane * plane_out + oh0 * g.ow : nullptr;
         k.rows(a);

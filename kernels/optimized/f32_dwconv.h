@@ -10,9 +10,9 @@ namespace kiln::kernels::optimized {
 // `rows` output rows of one channel (each ow floats at y + r * ow):
 //   y[r][x] = clamp(bias + sum_ij w[i][j] * band[r * sh + i * dh][tap_offsets[j] + x] + residual[r][x], lo, hi)
 // The band holds the input rows the window reads, zero-padded and with the
-// columns of each stride phase gathered (op_conv2d.cpp builds it), so every
-// tap reads a contiguous run; each band row has at least `width` readable
-// floats past tap_offsets[j] + ow (rounded up to `width`).
+// columns of each stride phase gathered (conv_depthwise.cpp builds it), so
+// every tap reads a contiguous run: ow rounded up to a multiple of `width`
+// floats from tap_offsets[j] on each band row.
 struct DwconvRows {
   const float* band = nullptr;
   int64_t row_stride = 0;
@@ -27,9 +27,21 @@ struct DwconvRows {
   float lo = 0.0f, hi = 0.0f;       // -inf, +inf for no clamp
 };
 
+// Band rows [0, rows) from input rows ih0 + r of an h x w plane (zeros above and
+// below it): each band row is sw phases of phase_len floats, phase q holding
+// the padded columns q, q + sw, ... (input column = padded column - pw).
+struct DwconvBand {
+  const float* plane = nullptr;
+  int64_t h = 0, w = 0;
+  int64_t ih0 = 0, rows = 0;
+  int64_t pw = 0, sw = 1, phase_len = 0;
+  float* dst = nullptr;
+};
+
 struct F32DwconvKernels {
-  int width = 0;  // floats per vector
+  int width = 0;  // the microkernel reads whole blocks of this many columns
   void (*rows)(const DwconvRows& a) = nullptr;
+  void (*fill_band)(const DwconvBand& b) = nullptr;
 };
 KILN_ISA_TABLE(F32DwconvKernels, f32_dwconv)
 

@@ -52,6 +52,9 @@ struct VecF32 {
   }
   static float reduce_add(VecF32 a) { return vaddvq_f32(a.v); }
   static float reduce_max(VecF32 a) { return vmaxvq_f32(a.v); }
+  // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
+  static VecF32 even(VecF32 a, VecF32 b) { return {vuzp1q_f32(a.v, b.v)}; }
+  static VecF32 odd(VecF32 a, VecF32 b) { return {vuzp2q_f32(a.v, b.v)}; }
 };
 
 }  // namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE
