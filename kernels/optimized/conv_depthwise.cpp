@@ -6,7 +6,6 @@
 // that every tap of every output row reads one contiguous run and the
 // microkernel needs no bounds checks.
 #include <algorithm>
-#include <limits>
 
 #include "common/shape_math.h"
 #include "kiln/thread_pool.h"
@@ -19,7 +18,6 @@ namespace kernels {
 namespace optimized {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 // A band of this many floats (64 KB) stays in L2 next to its output rows.
 constexpr int64_t kBandFloats = 16 * 1024;
 // Beyond this a single output row's band is not worth it (the GEMM path serves).
@@ -75,9 +73,7 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
   base.tap_offsets = b.tap_offsets;
   base.kh = g.kh, base.kw = g.kw, base.sh = g.sh, base.dh = g.dh;
   base.ow = g.ow;
-  base.lo = -kInf, base.hi = kInf;
-  if (g.act.kind == Activation::Relu) base.lo = 0.0f;
-  if (g.act.kind == Activation::Clamp) base.lo = g.act.lo, base.hi = g.act.hi;
+  base.act = register_activation(g.act);
 
   const int64_t planes = g.images * g.cout;
   parallel_for(planes, grain_for(sat_mul(plane_out, g.kh * g.kw)), [&](int64_t begin, int64_t end) {

@@ -4,11 +4,12 @@
 #include <cstdint>
 
 #include "optimized/isa_dispatch.h"
+#include "optimized/register_activation.h"
 
 namespace kiln::kernels::optimized {
 
 // `rows` output rows of one channel (each ow floats at y + r * ow):
-//   y[r][x] = clamp(bias + sum_ij w[i][j] * band[r * sh + i * dh][tap_offsets[j] + x] + residual[r][x], lo, hi)
+//   y[r][x] = act(bias + sum_ij w[i][j] * band[r * sh + i * dh][tap_offsets[j] + x] + residual[r][x])
 // The band holds the input rows the window reads, zero-padded and with the
 // columns of each stride phase gathered (conv_depthwise.cpp builds it), so
 // every tap reads a contiguous run: ow rounded up to a multiple of `width`
@@ -24,7 +25,7 @@ struct DwconvRows {
   float* y = nullptr;
   int64_t ow = 0, rows = 0;
   const float* residual = nullptr;  // same layout as y, or null
-  float lo = 0.0f, hi = 0.0f;       // -inf, +inf for no clamp
+  RegisterActivation act;
 };
 
 // Band rows [0, rows) from input rows ih0 + r of an h x w plane (zeros above and

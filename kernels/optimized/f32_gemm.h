@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "optimized/isa_dispatch.h"
+#include "optimized/register_activation.h"
 
 namespace kiln::kernels::optimized {
 
@@ -27,13 +28,13 @@ struct GemmTile {
   int64_t nc = 0;            // valid columns, 1..nr; the tile stores only these
   bool accumulate = false;   // add C's contents (the sum over the earlier slices of K)
   bool last = false;         // the last slice of K: apply the epilogue below before storing
-  // Epilogue: y = clamp(alpha * sum + bias + residual, lo, hi).
+  // Epilogue: y = act(alpha * sum + bias + residual).
   float alpha = 1.0f;
   const float* bias = nullptr;  // at this tile's first column (per column) or first row (per row)
   bool bias_per_row = false;
   const float* residual = nullptr;  // at this tile's C[0, 0], same layout as C with row stride ldr
   int64_t ldr = 0;
-  float lo = 0.0f, hi = 0.0f;  // -inf, +inf for no clamp
+  RegisterActivation act;
 };
 
 using GemmTileFn = void (*)(const GemmTile& t);

@@ -16,6 +16,18 @@ void map_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, F f) {
 
 }  // namespace
 
+RegisterActivation register_activation(const ActivationArg& act) {
+  RegisterActivation r;
+  switch (act.kind) {
+    case Activation::Relu: r.lo = 0.0f; break;
+    case Activation::Clamp: r.lo = act.lo, r.hi = act.hi; break;
+    case Activation::Hardswish: r.kind = RegisterActivationKind::Hardswish; break;
+    case Activation::Hardsigmoid: r.kind = RegisterActivationKind::Hardsigmoid; break;
+    default: break;
+  }
+  return r;
+}
+
 void activate_tile(const ActivationArg& act, float* c, int64_t ldc, int64_t rows, int64_t cols) {
   switch (act.kind) {
     case Activation::None: return;

@@ -1,22 +1,28 @@
-// The activations of the GEMM and convolution epilogues that are not a clamp.
+// The activations of the GEMM and convolution epilogues.
 //
-// relu and clamp are applied in registers by the microkernels; the others run
-// here, over each finished tile while it is still in L1. They are the scalar
-// reference formulas for now; this is the one place to switch to the vector
-// math of simd/vec_math.h.
+// relu, clamp, hardswish and hardsigmoid are applied in registers by the
+// microkernels (register_activation.h); the others (gelu, gelu_tanh, silu,
+// sigmoid, tanh) run here, over each finished tile while it is still in L1.
+// They are the scalar reference formulas for now; this is the one place to
+// switch to the vector math of simd/vec_math.h.
 #pragma once
 
 #include <cstdint>
 
 #include "common/activation.h"
+#include "optimized/register_activation.h"
 
 namespace kiln {
 namespace kernels {
 namespace optimized {
 
-// True if `kind` is applied by activate_tile rather than by the microkernel's clamp.
+// What the microkernels apply of `act` (all of it unless activation_after_tile).
+RegisterActivation register_activation(const ActivationArg& act);
+
+// True if `kind` is applied by activate_tile rather than in registers.
 inline bool activation_after_tile(Activation kind) {
-  return kind != Activation::None && kind != Activation::Relu && kind != Activation::Clamp;
+  return kind == Activation::Gelu || kind == Activation::GeluTanh || kind == Activation::Silu ||
+         kind == Activation::Sigmoid || kind == Activation::Tanh;
 }
 
 // c[i * ldc + j] = act(c[i * ldc + j]) for i < rows, j < cols.

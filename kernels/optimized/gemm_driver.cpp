@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <string>
 
@@ -16,7 +15,6 @@ namespace kernels {
 namespace optimized {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 // Below this many flops a product runs on the calling thread: waking a worker costs more.
 constexpr int64_t kMinParallelFlops = int64_t{1} << 20;
 
@@ -117,9 +115,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
   t.ldr = p.ldc;
   t.alpha = p.alpha;
   t.bias_per_row = p.bias_per_row;
-  t.lo = -kInf, t.hi = kInf;
-  if (p.act.kind == Activation::Relu) t.lo = 0.0f;
-  if (p.act.kind == Activation::Clamp) t.lo = p.act.lo, t.hi = p.act.hi;
+  t.act = register_activation(p.act);
   const bool post_activation = activation_after_tile(p.act.kind);
 
   const float* a = p.a != nullptr ? p.a + off.a : nullptr;

@@ -8,7 +8,6 @@
 // the GEMM's epilogue. Depthwise convolutions run a direct kernel
 // (conv_depthwise.cpp) with the same epilogue.
 #include <algorithm>
-#include <limits>
 #include <memory>
 
 #include "common/kernel_args.h"
@@ -191,10 +190,6 @@ Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float*
   p.bias = g.bias;
   KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
   // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]).
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  if (g.act.kind == Activation::Relu) lo = 0.0f;
-  if (g.act.kind == Activation::Clamp) lo = g.act.lo, hi = g.act.hi;
-  const bool post_activation = activation_after_tile(g.act.kind);
   // Blocks of kBlock channels: each row of C^T gives a cache line to each of kBlock output planes.
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
@@ -206,11 +201,10 @@ Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float*
       for (int64_t q = 0; q < hw; ++q) {
         for (int64_t co = c0; co < c1; ++co) {
           const int64_t at = (plane0 + co) * hw + q;
-          const float v = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
-          g.y[at] = act::clamp(v, lo, hi);
+          g.y[at] = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
         }
       }
-      if (post_activation) activate_tile(g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
+      if (g.act.kind != Activation::None) activate_tile(g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
     }
   });
   return Status::ok();
