@@ -100,6 +100,15 @@ Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const T
   return Status::ok();
 }
 
+Status prepare_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
+  const Value* v = in[i];
+  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr) return wrong_kind(op, i, name, "a Tensor", v);
+  int64_t numel;
+  KILN_RETURN_IF_ERROR(shape_numel(op, name, v->tensor->sizes(), &numel));
+  *out = v->tensor;
+  return Status::ok();
+}
+
 Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
   const Value* v = in[i];
   if (v != nullptr && v->is_none()) {

@@ -30,6 +30,10 @@ Status check_no_alias(const char* op, Inputs in, Outputs out);
 Status check_arity_inplace(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool* in_place);
 // Tensor arguments are checked with check_tensor.
 Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+// For prepare: a tensor argument whose sizes are checked but not its storage. At method load a
+// method input has its largest sizes and no data yet, so prepare reads only dtypes and sizes of
+// non-constant tensors (run checks them with tensor_arg).
+Status prepare_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 // None -> *out = nullptr.
 Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out);

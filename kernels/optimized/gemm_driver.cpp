@@ -15,14 +15,18 @@ namespace kernels {
 namespace optimized {
 namespace {
 
-// Below this many flops a product runs on the calling thread: waking a worker costs more.
+// Below this many flops a product runs on the calling thread: waking a worker
+// costs more. A few rows (a decode step) are bound by reading B, two flops per
+// float of B, so there the threshold is lower.
 constexpr int64_t kMinParallelFlops = int64_t{1} << 20;
+constexpr int64_t kMinParallelFlopsFewRows = int64_t{1} << 18;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Multiply-adds of the whole problem (saturating; for choosing the parallelism only).
-int64_t flops_of(const GemmProblem& p, int64_t batches) {
-  return sat_mul(sat_mul(sat_mul(2 * batches, p.m), p.n), std::max<int64_t>(p.k, 1));
+// True if the problem is worth more than one thread.
+bool worth_threads(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches) {
+  const int64_t flops = sat_mul(sat_mul(sat_mul(2 * batches, p.m), p.n), std::max<int64_t>(p.k, 1));
+  return flops >= (p.m <= kr.mr ? kMinParallelFlopsFewRows : kMinParallelFlops);
 }
 
 struct BatchOffsets {
@@ -54,9 +58,8 @@ Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches
   const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
   Split s;
   const int64_t threads = num_threads();
-  const int64_t flops = flops_of(p, batches);
   int64_t want = 1;  // tasks per batch
-  if (threads > 1 && flops >= kMinParallelFlops && batches < 4 * threads) {
+  if (threads > 1 && worth_threads(kr, p, batches) && batches < 4 * threads) {
     // Enough tasks that every thread gets the same number of equal ones.
     want = threads / std::gcd(batches, threads);
   }
@@ -256,7 +259,7 @@ Status gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelCon
   const int64_t tasks_per_batch = s.mt * s.nt;
   const int64_t panels = ceil_div(p.n, kernels.nr);
   const int64_t tasks = batches * tasks_per_batch;
-  parallel_for(tasks, flops_of(p, batches) < kMinParallelFlops ? tasks : 1, [&](int64_t begin, int64_t end) {
+  parallel_for(tasks, worth_threads(kernels, p, batches) ? 1 : tasks, [&](int64_t begin, int64_t end) {
     float* scratch = static_cast<float*>(worker_scratch(ctx));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t batch = t / tasks_per_batch, mi = (t % tasks_per_batch) / s.nt, ni = t % s.nt;

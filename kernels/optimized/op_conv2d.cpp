@@ -16,6 +16,7 @@
 #include "optimized/f32_im2col.h"
 #include "optimized/gemm_activation.h"
 #include "optimized/gemm_driver.h"
+#include "optimized/op_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -25,16 +26,17 @@ namespace {
 constexpr const char* kConv2d = "aten::conv2d.default";
 constexpr const char* kFusedConv2d = "kiln::fused_conv2d.default";
 
-// Checks the arguments like the portable kernel and resizes the output.
-Status conv_args(const char* op, bool fused, Inputs in, Outputs out, ConvGeom* g, const Tensor** weight = nullptr) {
+// Checks the arguments like the portable kernel and resizes the output;
+// `prepare`: at method load (see op_args.h).
+Status conv_args(const char* op, bool fused, bool prepare, Inputs in, Outputs out, ConvGeom* g, const Tensor** weight) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, fused ? 11 : 7, 1));
   const Tensor *x, *wt, *bias, *residual = nullptr;
   int64_t stride[2], pad[2], dil[2], groups;
   const size_t at = fused ? 4 : 3;  // the first int argument
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "input", &x));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "weight", &wt));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 2, "bias", &bias));
-  if (fused) KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 3, "residual", &residual));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "input", &x));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "weight", &wt));
+  KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 2, "bias", &bias));
+  if (fused) KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 3, "residual", &residual));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, at, "stride", stride));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, at + 1, "padding", pad));
   KILN_RETURN_IF_ERROR(pair_arg(op, in, at + 2, "dilation", dil));
@@ -86,7 +88,7 @@ Status conv_args(const char* op, bool fused, Inputs in, Outputs out, ConvGeom* g
   g->bias = bias != nullptr ? bias->data_as<const float>() : nullptr;
   g->residual = residual != nullptr ? residual->data_as<const float>() : nullptr;
   g->y = y.data_as<float>();
-  if (weight != nullptr) *weight = wt;
+  *weight = wt;
   return Status::ok();
 }
 
@@ -225,7 +227,7 @@ struct ConvState {
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   ConvGeom g;
   const Tensor* weight;
-  Status st = conv_args(op, fused, in, out, &g, &weight);
+  Status st = conv_args(op, fused, true, in, out, &g, &weight);
   // Malformed arguments: the portable kernel serves, and reports them at run.
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
   auto s = std::make_unique<ConvState>();
@@ -257,7 +259,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   const auto& s = *static_cast<const ConvState*>(ctx.state);
   ConvGeom g;
   const Tensor* weight;
-  KILN_RETURN_IF_ERROR(conv_args(op, fused, in, out, &g, &weight));
+  KILN_RETURN_IF_ERROR(conv_args(op, fused, false, in, out, &g, &weight));
   if (out[0]->numel() == 0) return Status::ok();
   switch (s.path) {
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);

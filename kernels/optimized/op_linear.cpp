@@ -8,6 +8,7 @@
 #include "common/activation.h"
 #include "common/kernel_args.h"
 #include "optimized/gemm_driver.h"
+#include "optimized/op_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -26,13 +27,14 @@ struct LinearArgs {
 // Checks the arguments like the portable kernels and resizes the output. Only
 // bias shapes the epilogue takes (one per output feature) are accepted here;
 // prepare declines the others, a scalar bias, to the portable kernel.
-Status linear_args(const char* op, bool fused, Inputs in, Outputs out, LinearArgs* a) {
+// `prepare`: at method load (see op_args.h).
+Status linear_args(const char* op, bool fused, bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, fused ? 7 : 3, 1));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "input", &a->x));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "weight", &a->w));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 2, "bias", &a->bias));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "input", &a->x));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "weight", &a->w));
+  KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 2, "bias", &a->bias));
   if (fused) {
-    KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 3, "residual", &a->residual));
+    KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 3, "residual", &a->residual));
     KILN_RETURN_IF_ERROR(activation_arg(op, in, 4, &a->act));
   }
   const Tensor &x = *a->x, &w = *a->w;
@@ -72,7 +74,7 @@ struct LinearState {
 
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   LinearArgs a;
-  Status st = linear_args(op, fused, in, out, &a);
+  Status st = linear_args(op, fused, true, in, out, &a);
   // Malformed arguments: the portable kernel serves, and reports them at run.
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
   KILN_CHECK_OR_RETURN(a.k > 0 && a.n > 0, NotSupported, "%s: empty weight %s", op, describe(*a.w).c_str());
@@ -94,7 +96,7 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
 Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out) {
   const auto& s = *static_cast<const LinearState*>(ctx.state);
   LinearArgs a;
-  KILN_RETURN_IF_ERROR(linear_args(op, fused, in, out, &a));
+  KILN_RETURN_IF_ERROR(linear_args(op, fused, false, in, out, &a));
   KILN_CHECK_OR_RETURN(s.packed == nullptr || a.w->data() == s.packed_from, KernelFailure,
                        "%s: the weight is not the constant packed at load", op);
   GemmProblem p;

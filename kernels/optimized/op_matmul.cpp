@@ -8,6 +8,7 @@
 
 #include "common/kernel_args.h"
 #include "optimized/gemm_driver.h"
+#include "optimized/op_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -20,7 +21,8 @@ struct Product {
   GemmProblem p;
   const Tensor* b = nullptr;
 };
-using BuildFn = Status (*)(const char* op, Inputs in, Outputs out, Product* r);
+// `prepare`: at method load (see op_args.h).
+using BuildFn = Status (*)(const char* op, bool prepare, Inputs in, Outputs out, Product* r);
 
 Status check_f32(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn, const Tensor& y) {
   KILN_RETURN_IF_ERROR(check_dtype(op, a, an, ScalarType::Float32));
@@ -61,19 +63,19 @@ Status matrix_product(const char* op, const Tensor& a, const char* an, const Ten
   return Status::ok();
 }
 
-Status build_mm(const char* op, Inputs in, Outputs out, Product* r) {
+Status build_mm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
   const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "mat2", &b));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "mat2", &b));
   return matrix_product(op, *a, "self", *b, "mat2", *out[0], r);
 }
 
-Status build_bmm(const char* op, Inputs in, Outputs out, Product* r) {
+Status build_bmm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
   const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "mat2", &b));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "mat2", &b));
   KILN_RETURN_IF_ERROR(check_f32(op, *a, "self", *b, "mat2", *out[0]));
   KILN_CHECK_OR_RETURN(a->dim() == 3, KernelFailure, "%s: self must be 3-D, got %s", op, describe(*a).c_str());
   KILN_CHECK_OR_RETURN(b->dim() == 3, KernelFailure, "%s: mat2 must be 3-D, got %s", op, describe(*b).c_str());
@@ -88,11 +90,11 @@ Status build_bmm(const char* op, Inputs in, Outputs out, Product* r) {
 
 // torch.matmul: 1-D operands (a row vector [1, K] / a column [K, 1], the unit
 // dim dropped again) and broadcast batch dims, as the portable kernel.
-Status build_matmul(const char* op, Inputs in, Outputs out, Product* r) {
+Status build_matmul(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
   const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "other", &b));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "other", &b));
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_f32(op, *a, "self", *b, "other", y));
   const int ad = a->dim(), bd = b->dim();
@@ -143,13 +145,13 @@ Status build_matmul(const char* op, Inputs in, Outputs out, Product* r) {
 // ([M, N]), a bias per column ([N], [1, N]) or per row ([M, 1]), for beta 1
 // (or is ignored for beta 0, NaN included, as in PyTorch). Other forms are
 // declined at prepare and served by the portable kernel.
-Status build_addmm(const char* op, Inputs in, Outputs out, Product* r) {
+Status build_addmm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 5, 1));
   const Tensor *self, *a, *b;
   double beta, alpha;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &self));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "mat1", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 2, "mat2", &b));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &self));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "mat1", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 2, "mat2", &b));
   KILN_RETURN_IF_ERROR(scalar_arg(op, in, 3, "beta", &beta));
   KILN_RETURN_IF_ERROR(scalar_arg(op, in, 4, "alpha", &alpha));
   KILN_RETURN_IF_ERROR(check_dtype(op, *self, "self", ScalarType::Float32));
@@ -182,7 +184,7 @@ struct MatmulState {
 
 Status prepare(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   Product r;
-  Status st = build(op, in, out, &r);
+  Status st = build(op, true, in, out, &r);
   // Malformed arguments or an unsupported form: the portable kernel serves (and reports errors at run).
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
   auto s = std::make_unique<MatmulState>();
@@ -205,7 +207,7 @@ Status prepare(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Out
 Status run(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Outputs out) {
   const auto& s = *static_cast<const MatmulState*>(ctx.state);
   Product r;
-  KILN_RETURN_IF_ERROR(build(op, in, out, &r));
+  KILN_RETURN_IF_ERROR(build(op, false, in, out, &r));
   if (s.packed != nullptr) {
     KILN_CHECK_OR_RETURN(r.b->data() == s.packed_from, KernelFailure, "%s: B is not the constant packed at load", op);
     r.p.packed_b = s.packed;

@@ -153,7 +153,22 @@ KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTen
   ctx.services = &services;
   void* state = nullptr;
   if (kernel->prepare != nullptr) {
-    result.status = kernel->prepare(ctx, args.span(), out_span, &state);
+    // At method load a method input has its sizes but no storage yet: prepare sees every
+    // non-constant tensor argument that way, so a prepare that reads one's data fails here too.
+    std::vector<Tensor> bare(args.span().size());
+    std::vector<Value> values(args.span().size());
+    std::vector<const Value*> prepare_args;
+    for (size_t i = 0; i < args.span().size(); ++i) {
+      values[i] = *args.span()[i];
+      const Tensor* t = values[i].is_tensor() ? values[i].tensor : nullptr;
+      if (t != nullptr && !t->is_constant()) {
+        bare[i].reset(nullptr, t->sizes(), t->dtype(), t->capacity());
+        values[i].tensor = &bare[i];
+      }
+      prepare_args.push_back(&values[i]);
+    }
+    result.status = kernel->prepare(ctx, Span<const Value* const>(prepare_args.data(), prepare_args.size()), out_span,
+                                    &state);
     result.packed_bytes = services.packed_bytes;
     if (result.status.code() == Error::NotSupported) {
       result.declined = true;
