@@ -198,9 +198,14 @@ void pack_b_panels(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t n
     if (cs == 1) {  // rows of B contiguous
       for (int64_t k = 0; k < kc; ++k) std::memcpy(dst + k * nr, src + k * rs, static_cast<size_t>(cols) * 4);
     } else {  // columns of B contiguous (B = W^T of a linear weight), or any strides
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* col = src + j * cs;
-        for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = col[k * rs];
+      // In chunks of K, so that the chunk of the panel being written stays in L1.
+      constexpr int64_t kChunk = 64;
+      for (int64_t k0 = 0; k0 < kc; k0 += kChunk) {
+        const int64_t k1 = std::min(kc, k0 + kChunk);
+        for (int64_t j = 0; j < cols; ++j) {
+          const float* col = src + j * cs;
+          for (int64_t k = k0; k < k1; ++k) dst[k * nr + j] = col[k * rs];
+        }
       }
     }
     if (cols < nr) {
@@ -218,13 +223,17 @@ struct PrepackArg {
 };
 
 // Slices of kc rows of K, one after the other, each as panels (see GemmProblem::packed_b).
+// On the pool: a model's weights are hundreds of MB, packed at load.
 void prepack_fn(const void* arg, void* dst) {
   const PrepackArg& a = *static_cast<const PrepackArg*>(arg);
-  const int64_t padded_n = ceil_div(a.n, a.nr) * a.nr;
-  for (int64_t k0 = 0; k0 < a.k; k0 += a.kc) {
-    pack_b_panels(a.b + k0 * a.rs, a.rs, a.cs, std::min(a.kc, a.k - k0), a.n, a.nr,
-                  static_cast<float*>(dst) + k0 * padded_n);
-  }
+  const int64_t panels = ceil_div(a.n, a.nr), slices = ceil_div(a.k, a.kc);
+  parallel_for(slices * panels, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t k0 = t / panels * a.kc, kc = std::min(a.kc, a.k - k0), j0 = t % panels * a.nr;
+      float* out = static_cast<float*>(dst) + k0 * panels * a.nr + j0 * kc;
+      pack_b_panels(a.b + k0 * a.rs + j0 * a.cs, a.rs, a.cs, kc, std::min<int64_t>(a.nr, a.n - j0), a.nr, out);
+    }
+  });
 }
 
 }  // namespace
