@@ -37,10 +37,10 @@ struct Band {
 };
 
 // Saturating; false when the geometry is outside what the direct kernel serves.
-bool plan_band(const ConvGeom& g, int width, Band* b) {
+bool plan_band(const ConvGeom& g, const F32DwconvKernels& k, Band* b) {
   if (g.kh > kDepthwiseMaxTaps || g.kw > kDepthwiseMaxTaps) return false;
   const int64_t reach = (g.kw - 1) * g.dw / g.sw;  // furthest tap, in phase columns
-  b->phase_len = round_up(round_up(g.ow, width) + reach, 16);
+  b->phase_len = round_up(k.read_columns(g.ow) + reach, 16);
   b->row_stride = sat_mul(g.sw, b->phase_len);
   b->rows_per_out = (g.kh - 1) * g.dh + 1;
   for (int64_t j = 0; j < g.kw; ++j) b->tap_offsets[j] = (j * g.dw) % g.sw * b->phase_len + j * g.dw / g.sw;
@@ -51,7 +51,7 @@ bool plan_band(const ConvGeom& g, int width, Band* b) {
 
 size_t depthwise_scratch_bytes(const ConvGeom& g, Isa isa) {
   Band b;
-  if (!plan_band(g, f32_dwconv_for(isa).width, &b)) return 0;
+  if (!plan_band(g, f32_dwconv_for(isa), &b)) return 0;
   const int64_t whole = sat_mul(b.row_stride, b.rows_for(g.oh, g));
   const int64_t floats = std::max(b.row_stride * b.rows_per_out, std::min(whole, kBandFloats));
   return static_cast<size_t>(floats) * sizeof(float);
@@ -61,7 +61,7 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
   const F32DwconvKernels& k = f32_dwconv_for(isa);
   Band b;
   const int64_t capacity = static_cast<int64_t>(scratch_bytes / sizeof(float));
-  KILN_CHECK_OR_RETURN(plan_band(g, k.width, &b) && b.row_stride * b.rows_per_out <= capacity, KernelFailure,
+  KILN_CHECK_OR_RETURN(plan_band(g, k, &b) && b.row_stride * b.rows_per_out <= capacity, KernelFailure,
                        "conv2d: the depthwise scratch planned at load does not fit this input");
   const int64_t band_out_rows = std::min(g.oh, 1 + (capacity / b.row_stride - b.rows_per_out) / g.sh);
   const int64_t mult = g.cout / g.groups;
@@ -83,7 +83,10 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
     DwconvBand fill;
     fill.h = g.h, fill.w = g.w, fill.pw = g.pw, fill.sw = g.sw, fill.phase_len = b.phase_len;
     fill.dst = band;
+    // With one band per plane, every band has the same zeros: write them for the first plane only.
+    const bool one_band = band_out_rows >= g.oh;
     for (int64_t plane = begin; plane < end; ++plane) {
+      fill.values_only = one_band && plane > begin;
       const int64_t image = plane / g.cout, co = plane % g.cout;
       const float* x = g.x + (image * g.c + co / mult) * plane_in;
       a.weights = g.weight + co * g.kh * g.kw;

@@ -12,8 +12,8 @@ namespace kiln::kernels::optimized {
 //   y[r][x] = act(bias + sum_ij w[i][j] * band[r * sh + i * dh][tap_offsets[j] + x] + residual[r][x])
 // The band holds the input rows the window reads, zero-padded and with the
 // columns of each stride phase gathered (conv_depthwise.cpp builds it), so
-// every tap reads a contiguous run: ow rounded up to a multiple of `width`
-// floats from tap_offsets[j] on each band row.
+// every tap reads a contiguous run: read_columns(ow) floats from
+// tap_offsets[j] on each band row.
 struct DwconvRows {
   const float* band = nullptr;
   int64_t row_stride = 0;
@@ -37,10 +37,14 @@ struct DwconvBand {
   int64_t ih0 = 0, rows = 0;
   int64_t pw = 0, sw = 1, phase_len = 0;
   float* dst = nullptr;
+  // Write only the input's values: the zeros around them are in place from a
+  // band of the same geometry (the previous plane's).
+  bool values_only = false;
 };
 
 struct F32DwconvKernels {
-  int width = 0;  // the microkernel reads whole blocks of this many columns
+  // Columns `rows` reads per band row for output rows of ow columns (whole blocks: at least ow).
+  int64_t (*read_columns)(int64_t ow) = nullptr;
   void (*rows)(const DwconvRows& a) = nullptr;
   void (*fill_band)(const DwconvBand& b) = nullptr;
 };

@@ -144,35 +144,37 @@ int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
 
 // A PackAFn: rows [m0, m0 + mc) of im2col(x)^T (row r = image * pixels + p
 // holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
+// Tap by tap, so that the input is read along its rows (the block is small
+// enough to stay in L1 while its columns are written).
 void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
                             int64_t ld) {
   const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
   const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
-  for (int64_t r = m0; r < m0 + mc; ++r, dst += ld) {
-    const int64_t image = r / hw, oh = r % hw / g.ow, ow = r % g.ow;
-    const float* xb = g.x + image * g.c * g.h * g.w;
-    const int64_t iw0 = ow * g.sw - g.pw;
-    const bool row_inside = iw0 >= 0 && iw0 + (g.kw - 1) * g.dw < g.w;  // no tap in the side padding
-    int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;
-    float* d = dst;
-    // Runs of taps (ci, i, j..kw-1) that share an input row.
-    for (int64_t t = 0; t < kc;) {
-      const int64_t run = std::min(g.kw - j, kc - t);
+  int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;  // the tap of column k0
+  for (int64_t t = 0; t < kc; ++t) {
+    float* d = dst + t;
+    // Input column of output column o: o * sw + off; those inside the input row are [o_lo, o_hi).
+    const int64_t off = j * g.dw - g.pw;
+    const int64_t o_lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+    const int64_t o_hi = g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1;
+    int64_t image = m0 / hw, oh = m0 % hw / g.ow, o = m0 % g.ow;
+    for (int64_t n = 0; n < mc;) {  // runs of pixels along one output row
+      const int64_t len = std::min(mc - n, g.ow - o), end = o + len;
       const int64_t ih = oh * g.sh - g.ph + i * g.dh;
       if (ih < 0 || ih >= g.h) {
-        std::fill(d, d + run, 0.0f);
+        for (int64_t q = o; q < end; ++q, d += ld) *d = 0.0f;
       } else {
-        const float* src = xb + (ci * g.h + ih) * g.w + iw0;
-        if (row_inside) {
-          for (int64_t q = 0; q < run; ++q) d[q] = src[(j + q) * g.dw];
-        } else {
-          for (int64_t q = 0; q < run; ++q) {
-            const int64_t iw = iw0 + (j + q) * g.dw;
-            d[q] = iw >= 0 && iw < g.w ? src[(j + q) * g.dw] : 0.0f;
-          }
-        }
+        const float* row = g.x + ((image * g.c + ci) * g.h + ih) * g.w + off;
+        const int64_t lo = std::min(std::max(o, o_lo), end), hi = std::max(lo, std::min(end, o_hi));
+        for (int64_t q = o; q < lo; ++q, d += ld) *d = 0.0f;
+        for (int64_t q = lo; q < hi; ++q, d += ld) *d = row[q * g.sw];
+        for (int64_t q = hi; q < end; ++q, d += ld) *d = 0.0f;
       }
-      d += run, t += run, j = 0;
+      n += len, o = 0;
+      if (++oh == g.oh) oh = 0, ++image;
+    }
+    if (++j == g.kw) {
+      j = 0;
       if (++i == g.kh) i = 0, ++ci;
     }
   }
