@@ -44,6 +44,10 @@ struct F32GemmKernels {
   int64_t kc = 0, mc = 0, nc = 0;  // cache blocks: K slice, rows of A per L2 block, columns of B per block
   // tile[r - 1] computes a tile of r rows (1 <= r <= mr); tile[0] is the GEMV.
   GemmTileFn tile[kGemmMaxMR] = {};
+  // Four one-row tiles (t[0..3]: the same kc, a and flags, their own panels)
+  // at once, so that four streams of B are read side by side: one core reads
+  // memory faster from several streams than from one.
+  void (*gemv4)(const GemmTile* t) = nullptr;
   // Packs B[k][j] = b[k * ldb + j] (k < kc, j < nc) into panels of nr columns,
   // kc x nr floats each, zero-padded past column nc.
   void (*pack_rows)(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) = nullptr;

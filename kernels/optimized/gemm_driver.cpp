@@ -109,8 +109,12 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
   float* b_buf = scratch;
   float* a_buf = scratch + plan.b_floats;
   // One row has nothing to gain from a copy of A: it is read once per panel anyway.
-  const bool pack_a = p.pack_a != nullptr || task.m1 - task.m0 > 1;
-  const int64_t block_panels = kr.nc / nr;
+  const bool one_row = task.m1 - task.m0 == 1;
+  const bool pack_a = p.pack_a != nullptr || !one_row;
+  // A prepacked B read by one row is streamed once: no column blocks, so that
+  // the four streams of gemv4 (below) are as long as possible.
+  const bool streamed = one_row && prepacked;
+  const int64_t block_panels = streamed ? task.p1 - task.p0 : kr.nc / nr;
   const int64_t padded_n = ceil_div(p.n, nr) * nr;
 
   GemmTile t;
@@ -163,16 +167,41 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
           a_block = a_buf;
           t.lda = stride;
         }
-        for (int64_t panel = pb; panel < pe; ++panel) {
+        // The tile of rows [i0, i0 + rows) and panel `panel`.
+        auto place = [&](GemmTile& u, int64_t i0, int64_t panel) {
           const int64_t j0 = panel * nr;
-          t.b = panel0 + (panel - pb) * kcb * nr;
-          t.nc = std::min(nr, p.n - j0);
+          u.b = panel0 + (panel - pb) * kcb * nr;
+          u.nc = std::min(nr, p.n - j0);
+          u.a = a_block + (i0 - mb) * u.lda;
+          u.c = c + i0 * p.ldc + j0;
+          u.bias = bias == nullptr ? nullptr : p.bias_per_row ? bias + i0 : bias + j0;
+          u.residual = residual == nullptr ? nullptr : residual + i0 * p.ldc + j0;
+        };
+        if (streamed) {
+          // Four quarters of the panels (their sizes differ by one at most) side
+          // by side, one panel of each at a time.
+          int64_t start[5];
+          for (int q = 0; q <= 4; ++q) start[q] = pb + (pe - pb) * q / 4;
+          for (int64_t i = 0; i < start[4] - start[3]; ++i) {
+            GemmTile four[4] = {t, t, t, t};
+            int count = 0;
+            for (int q = 0; q < 4; ++q) {
+              if (start[q] + i < start[q + 1]) place(four[count++], mb, start[q] + i);
+            }
+            if (count == 4) {
+              kr.gemv4(four);
+            } else {
+              for (int j = 0; j < count; ++j) kr.tile[0](four[j]);
+            }
+            for (int j = 0; j < count && t.last && post_activation; ++j)
+              activate_tile(p.act, four[j].c, p.ldc, 1, four[j].nc);
+          }
+          continue;
+        }
+        for (int64_t panel = pb; panel < pe; ++panel) {
           for (int64_t i0 = mb; i0 < me; i0 += mr) {
             const int64_t rows = std::min(mr, me - i0);
-            t.a = a_block + (i0 - mb) * t.lda;
-            t.c = c + i0 * p.ldc + j0;
-            t.bias = bias == nullptr ? nullptr : p.bias_per_row ? bias + i0 : bias + j0;
-            t.residual = residual == nullptr ? nullptr : residual + i0 * p.ldc + j0;
+            place(t, i0, panel);
             kr.tile[rows - 1](t);
             if (t.last && post_activation) activate_tile(p.act, t.c, p.ldc, rows, t.nc);
           }
