@@ -280,11 +280,12 @@ struct Shape {
 
 // Seconds per call of y = x @ W^T (linear with a constant weight: packed at prepare),
 // or of y = x @ B (mm with a non-constant B: packed per block at run) when `mm`.
-// A GEMV (one row) cycles through copies of its weight totalling at least
-// 256 MB, so that, as in a decode step, the weights come from memory, not from L3.
+// A GEMV or a product of a few rows (up to 16) cycles through copies of its
+// weight totalling at least 256 MB, so that, as in a decode step or a short
+// prefill chunk, the weights come from memory, not from L3.
 double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, double batch_s) {
   const int64_t weight_bytes = 4 * s.n * s.k;
-  const int copies = s.m == 1 ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
+  const int copies = s.m <= 16 ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
   Buffer x({s.m, s.k}, false);
   Buffer y({s.m, s.n}, false);
   std::vector<std::unique_ptr<Buffer>> weights;
@@ -367,6 +368,8 @@ int main(int argc, char** argv) {
                          {"SmolLM2 mlp up", 64, 1536, 576},   {"SmolLM2 mlp down", 64, 576, 1536},
                          {"SmolLM2 lm head", 64, 49152, 576}, {"decode up", 1, 1536, 576},
                          {"decode down", 1, 576, 1536},       {"decode lm head", 1, 49152, 576},
+                         {"small M 2", 2, 1536, 576},         {"small M 4", 4, 1536, 576},
+                         {"small M 8", 8, 1536, 576},         {"small M 16", 16, 1536, 576},
                          {"r18 l3 as C^T", 196, 256, 2304},    {"r18 l4 as C^T", 49, 512, 4608}};
   shapes.insert(shapes.end(), std::begin(named), std::end(named));
 
@@ -376,7 +379,7 @@ int main(int argc, char** argv) {
     const double peak = measure_peak_gflops(threads), bw = measure_read_gbs(threads);
     std::printf("\n%d thread(s): measured peak %.1f GFLOP/s (FMA), read bandwidth %.1f GB/s\n", threads, peak, bw);
     std::printf("%-18s %5s %6s %5s | %10s %6s | %10s %6s | %10s | %s\n", "shape", "M", "N", "K", "linear GF/s", "%peak",
-                "mm GF/s", "%peak", "portable", "decode: weights GB/s, %bw");
+                "mm GF/s", "%peak", "portable", "M <= 16: weights GB/s, %bw");
     for (const Shape& s : shapes) {
       if (std::strstr(s.name, filter) == nullptr) continue;
       const double flops = 2.0 * s.m * s.n * s.k;
@@ -387,7 +390,7 @@ int main(int argc, char** argv) {
       std::printf("%-18s %5lld %6lld %5lld | %10.1f %5.0f%% | %10.1f %5.0f%% | %10.1f |", s.name, (long long)s.m,
                   (long long)s.n, (long long)s.k, lin_gf, 100 * lin_gf / peak, mm_gf, 100 * mm_gf / peak,
                   port > 0 ? flops / port * 1e-9 : 0);
-      if (s.m == 1) {
+      if (s.m <= 16) {
         const double gbs = 4.0 * s.n * s.k / lin * 1e-9;
         std::printf(" %.1f GB/s %.0f%%", gbs, 100 * gbs / bw);
       }
