@@ -129,6 +129,7 @@ Status conv_gemm(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t sc
 // W^T prepacked like a linear weight, blocks of im2col(x)^T made as the GEMM
 // needs them, and C^T (in call scratch) written into out's layout at the end,
 // with the residual and the activation (images folded into the rows).
+
 // Floats of call scratch the transposed path needs, or 0 when it should not serve.
 int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
   const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw;
