@@ -1,4 +1,4 @@
-// The optimized f32 conv2d paths (NCHW): shared geometry, the depthwise direct kernel.
+// The optimized f32 conv2d paths (NCHW): shared geometry, the depthwise direct kernel, Winograd.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +37,17 @@ size_t depthwise_scratch_bytes(const ConvGeom& g, Isa isa);
 // Runs the depthwise convolution on the pool; `scratch_bytes` as planned by
 // depthwise_scratch_bytes for a geometry at least this large.
 Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t scratch_bytes);
+
+// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (conv_winograd.cpp):
+// the call scratch it needs, or 0 when it should not serve this geometry
+// (other windows, strides, dilation or groups, few channels, few tiles, too large).
+size_t winograd_call_scratch_bytes(const ConvGeom& g, Isa isa);
+size_t winograd_worker_scratch_bytes(const ConvGeom& g, Isa isa);
+// The transformed weights, packed once per program from the constant `weight`.
+Result<const float*> winograd_weights(KernelContext& ctx, const Tensor& weight, const ConvGeom& g);
+// Runs the convolution with the scratch planned from the functions above.
+Status winograd_conv(const ConvGeom& g, Isa isa, const float* u, const KernelContext& ctx, size_t worker_bytes,
+                     size_t call_bytes);
 
 }  // namespace optimized
 }  // namespace kernels

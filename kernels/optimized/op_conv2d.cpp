@@ -182,9 +182,9 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
 }
 
 Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float* packed_wt, const KernelContext& ctx,
-                       size_t worker_scratch, int64_t call_floats) {
+                       size_t worker_scratch, size_t call_scratch) {
   const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
-  KILN_CHECK_OR_RETURN(rows * g.cout <= call_floats, KernelFailure,
+  KILN_CHECK_OR_RETURN(static_cast<size_t>(rows * g.cout) * sizeof(float) <= call_scratch, KernelFailure,
                        "conv2d: the scratch planned at load does not fit this input");
   float* ct = static_cast<float*>(ctx.scratch);
   GemmProblem p;
@@ -215,16 +215,17 @@ Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float*
   return Status::ok();
 }
 
-enum class ConvPath : uint8_t { Gemm, Depthwise, Transposed };
+enum class ConvPath : uint8_t { Gemm, Depthwise, Winograd, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
   ConvPath path = ConvPath::Gemm;
   size_t scratch = 0;  // per worker
-  // Transposed: W^T in panels, the weight it was packed from, and the call scratch.
-  const float* packed_wt = nullptr;
+  // Winograd and transposed: the weights transformed or packed at load, the
+  // weight they came from, and the call scratch.
+  const float* packed = nullptr;
   const void* packed_from = nullptr;
-  int64_t call_floats = 0;
+  size_t call_scratch = 0;
 };
 
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -240,18 +241,31 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
     s->scratch = depthwise_scratch_bytes(g, ctx.isa);
     if (s->scratch > 0) s->path = ConvPath::Depthwise;
   }
-  if (s->path == ConvPath::Gemm && weight->is_constant()) s->call_floats = transposed_scratch_floats(g, kr);
-  if (s->call_floats > 0) {
-    // B[k][co] = W[co][k].
-    const int64_t k = g.cin_g * g.kh * g.kw;
-    Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
-    if (!packed.ok()) return packed.status();
-    s->path = ConvPath::Transposed;
-    s->packed_wt = packed.value();
-    s->packed_from = weight->data();
-    s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
-    ctx.scratch_bytes = static_cast<size_t>(s->call_floats) * sizeof(float);
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    s->call_scratch = winograd_call_scratch_bytes(g, ctx.isa);
+    if (s->call_scratch > 0) {
+      Result<const float*> u = winograd_weights(ctx, *weight, g);
+      if (!u.ok()) return u.status();
+      s->path = ConvPath::Winograd;
+      s->packed = u.value();
+      s->scratch = winograd_worker_scratch_bytes(g, ctx.isa);
+    }
   }
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    const int64_t floats = transposed_scratch_floats(g, kr);
+    if (floats > 0) {
+      // B[k][co] = W[co][k].
+      const int64_t k = g.cin_g * g.kh * g.kw;
+      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::Transposed;
+      s->packed = packed.value();
+      s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
+      s->call_scratch = static_cast<size_t>(floats) * sizeof(float);
+    }
+  }
+  s->packed_from = weight->data();
+  ctx.scratch_bytes = s->call_scratch;
   if (s->path == ConvPath::Gemm) s->scratch = gemm_worker_scratch_bytes(kr, g.oh * g.ow, false);
   ctx.worker_scratch_bytes = s->scratch;
   *state = s.release();
@@ -264,12 +278,13 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   const Tensor* weight;
   KILN_RETURN_IF_ERROR(conv_args(op, fused, false, in, out, &g, &weight));
   if (out[0]->numel() == 0) return Status::ok();
+  KILN_CHECK_OR_RETURN(s.packed == nullptr || weight->data() == s.packed_from, KernelFailure,
+                       "%s: the weight is not the constant packed at load", op);
   switch (s.path) {
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
+    case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
-      KILN_CHECK_OR_RETURN(weight->data() == s.packed_from, KernelFailure, "%s: the weight is not the constant packed at load",
-                           op);
-      return conv_transposed(g, f32_gemm_for(s.isa), s.packed_wt, ctx, s.scratch, s.call_floats);
+      return conv_transposed(g, f32_gemm_for(s.isa), s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Gemm: break;
   }
   return conv_gemm(g, s.isa, ctx, s.scratch);

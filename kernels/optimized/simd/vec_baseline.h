@@ -73,6 +73,9 @@ struct VecF32 {
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
   static VecF32 even(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0))}; }
   static VecF32 odd(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1))}; }
+  // The inverse: the lanes of a and b interleaved, the first (last) kWidth of them: [a0, b0, a1, b1].
+  static VecF32 zip_lo(VecF32 a, VecF32 b) { return {_mm_unpacklo_ps(a.v, b.v)}; }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) { return {_mm_unpackhi_ps(a.v, b.v)}; }
 };
 
 #else  // plain C++: four floats the compiler may vectorize
@@ -138,6 +141,8 @@ struct VecF32 {
   }
   static VecF32 even(VecF32 a, VecF32 b) { return {{a.v[0], a.v[2], b.v[0], b.v[2]}}; }
   static VecF32 odd(VecF32 a, VecF32 b) { return {{a.v[1], a.v[3], b.v[1], b.v[3]}}; }
+  static VecF32 zip_lo(VecF32 a, VecF32 b) { return {{a.v[0], b.v[0], a.v[1], b.v[1]}}; }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) { return {{a.v[2], b.v[2], a.v[3], b.v[3]}}; }
 };
 
 #endif

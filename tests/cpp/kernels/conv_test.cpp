@@ -64,6 +64,12 @@ const Conv kConvs[] = {
     {{4, 9, 13}, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // unbatched
     {{1, 64, 20, 20}, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 300, 6, 6}, 10, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true},  // K = 2700: several slices of K
+    // Winograd F(2x2, 3x3): 3x3 stride 1, >= 16 channels; odd sizes (partial tiles), padding 0..2,
+    // several images, rows of several vectors of tiles, K over a slice
+    {{1, 17, 21, 23}, 19, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+    {{2, 16, 13, 40}, 24, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false},
+    {{1, 20, 16, 70}, 16, 3, 3, {1, 1}, {2, 2}, {1, 1}, 1, true},
+    {{1, 600, 12, 12}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 8, 40, 40}, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1600 pixels: several column blocks
     // grouped
     {{1, 8, 9, 9}, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true},
@@ -99,15 +105,17 @@ KILN_TEST(conv2d_matches_reference) {
 }
 
 KILN_TEST(conv2d_fewer_images_than_prepared) {
-  for (int64_t groups : {1, 8}) {
-    const Conv c{{3, 8, 10, 10}, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, groups, true};
+  // Winograd (16 channels), depthwise (8 groups of 1), the implicit im2col (8 channels).
+  for (int64_t channels_groups : {16 * 100 + 1, 8 * 100 + 8, 8 * 100 + 1}) {
+    const int64_t channels = channels_groups / 100, groups = channels_groups % 100;
+    const Conv c{{3, channels, 10, 10}, channels, 3, 3, {1, 1}, {1, 1}, {1, 1}, groups, true};
     ConvTensors t(c);
     Args args;
     args.tensor(t.x).tensor(t.w).tensor(t.b);
     geometry_args(args, c);
     const std::string what = describe_conv(c) + " run with 1 image";
-    const int ran = expect_tiers_match(what, "aten::conv2d.default", args, {output_numel(c)}, gemm_tolerance(72),
-                                       false, {{&t.x, {1, 8, 10, 10}}});
+    const int ran = expect_tiers_match(what, "aten::conv2d.default", args, {output_numel(c)},
+                                       gemm_tolerance(channels / groups * 9), false, {{&t.x, {1, channels, 10, 10}}});
     KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
   }
 }
@@ -115,6 +123,7 @@ KILN_TEST(conv2d_fewer_images_than_prepared) {
 KILN_TEST(fused_conv2d_matches_unfused_reference) {
   // act(conv2d(x) + residual) against the portable conv2d, add and activation.
   const Conv convs[] = {{{1, 6, 9, 11}, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                        {{1, 16, 15, 19}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // Winograd
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
