@@ -5,8 +5,9 @@
 //     for each block of nc columns
 //       for each slice of kc rows of K          (pack the B block, unless prepacked)
 //         for each block of mc rows of A         (copied or made, so that its rows never alias in L1)
-//           for each panel of nr columns         (its kc x nr micro-panel stays in L1)
+//           for each panel of nr columns         (its kc x nr micro-panel serves every strip)
 //             for each strip of mr rows          (the microkernel; epilogue on the last slice)
+// One row against a prepacked B (a decode step) reads four panels at a time (gemv4).
 #pragma once
 
 #include <cstddef>
