@@ -66,6 +66,22 @@ struct VecF32 {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, ..., b0, b2, ...].
+  static VecF32 even(VecF32 a, VecF32 b) {
+    const __m256 s = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+    return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)))};
+  }
+  static VecF32 odd(VecF32 a, VecF32 b) {
+    const __m256 s = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
+    return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)))};
+  }
+  // The inverse: the lanes of a and b interleaved, the first (last) kWidth of them: [a0, b0, a1, b1, ...].
+  static VecF32 zip_lo(VecF32 a, VecF32 b) {
+    return {_mm256_permute2f128_ps(_mm256_unpacklo_ps(a.v, b.v), _mm256_unpackhi_ps(a.v, b.v), 0x20)};
+  }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) {
+    return {_mm256_permute2f128_ps(_mm256_unpacklo_ps(a.v, b.v), _mm256_unpackhi_ps(a.v, b.v), 0x31)};
+  }
 
  private:
   static __m256i mask(int n) {

@@ -81,6 +81,12 @@ struct VecF32 {
     s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
   }
+  // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
+  static VecF32 even(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0))}; }
+  static VecF32 odd(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1))}; }
+  // The inverse: the lanes of a and b interleaved, the first (last) kWidth of them: [a0, b0, a1, b1].
+  static VecF32 zip_lo(VecF32 a, VecF32 b) { return {_mm_unpacklo_ps(a.v, b.v)}; }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) { return {_mm_unpackhi_ps(a.v, b.v)}; }
 };
 
 #else  // plain C++: four floats the compiler may vectorize
@@ -149,6 +155,10 @@ struct VecF32 {
     for (int i = 1; i < 4; ++i) m = a.v[i] > m ? a.v[i] : m;
     return m;
   }
+  static VecF32 even(VecF32 a, VecF32 b) { return {{a.v[0], a.v[2], b.v[0], b.v[2]}}; }
+  static VecF32 odd(VecF32 a, VecF32 b) { return {{a.v[1], a.v[3], b.v[1], b.v[3]}}; }
+  static VecF32 zip_lo(VecF32 a, VecF32 b) { return {{a.v[0], b.v[0], a.v[1], b.v[1]}}; }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) { return {{a.v[2], b.v[2], a.v[3], b.v[3]}}; }
 };
 
 #endif

@@ -62,6 +62,12 @@ struct VecF32 {
   }
   static float reduce_add(VecF32 a) { return vaddvq_f32(a.v); }
   static float reduce_max(VecF32 a) { return vmaxvq_f32(a.v); }
+  // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
+  static VecF32 even(VecF32 a, VecF32 b) { return {vuzp1q_f32(a.v, b.v)}; }
+  static VecF32 odd(VecF32 a, VecF32 b) { return {vuzp2q_f32(a.v, b.v)}; }
+  // The inverse: the lanes of a and b interleaved, the first (last) kWidth of them: [a0, b0, a1, b1].
+  static VecF32 zip_lo(VecF32 a, VecF32 b) { return {vzip1q_f32(a.v, b.v)}; }
+  static VecF32 zip_hi(VecF32 a, VecF32 b) { return {vzip2q_f32(a.v, b.v)}; }
 };
 
 }  // namespace kiln::kernels::optimized::KILN_ISA_NAMESPACE

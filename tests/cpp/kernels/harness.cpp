@@ -123,7 +123,8 @@ Args& Args::str(const char* s) {
   return push(v);
 }
 
-KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier, Isa isa) {
+KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier, Isa isa,
+                     const std::vector<ResizeAfterPrepare>& resize) {
   KernelRun result;
   std::vector<ScalarType> dtypes;
   for (const Value* v : args.span()) {
@@ -178,11 +179,25 @@ KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTen
   ctx.services = nullptr;
   ctx.state = state;
   const size_t call = (ctx.scratch_bytes + 63) / 64 * 64, worker = (ctx.worker_scratch_bytes + 63) / 64 * 64;
-  std::shared_ptr<uint8_t> scratch = aligned_bytes(call + worker * static_cast<size_t>(num_threads()));
+  const size_t scratch_bytes = call + worker * static_cast<size_t>(num_threads());
+  std::shared_ptr<uint8_t> scratch = aligned_bytes(scratch_bytes);
+  // Scratch holds whatever the method's other instructions left there: NaNs
+  // here, so that a kernel reading scratch it did not write shows in its output.
+  std::memset(scratch.get(), 0xff, scratch_bytes);
   ctx.scratch = ctx.scratch_bytes > 0 ? scratch.get() : nullptr;
   ctx.worker_scratch_base = ctx.worker_scratch_bytes > 0 ? scratch.get() + call : nullptr;
   ctx.worker_scratch_stride = ctx.worker_scratch_bytes > 0 ? worker : 0;
+  std::vector<std::vector<int64_t>> prepared_sizes;
+  for (const ResizeAfterPrepare& r : resize) {
+    prepared_sizes.push_back(r.tensor->shape());
+    Status st = r.tensor->t.resize(Span<const int64_t>(r.sizes.data(), r.sizes.size()));
+    KILN_EXPECT(st.is_ok(), "resizing an argument after prepare: %s", st.to_string().c_str());
+  }
   result.status = kernel->run(ctx, args.span(), out_span);
+  for (size_t i = 0; i < resize.size(); ++i) {
+    const std::vector<int64_t>& sizes = prepared_sizes[i];
+    (void)resize[i].tensor->t.resize(Span<const int64_t>(sizes.data(), sizes.size()));
+  }
   if (kernel->release != nullptr && state != nullptr) kernel->release(state);
   return result;
 }
@@ -217,7 +232,8 @@ bool expect_close(const std::string& what, const float* got, const float* want, 
 }
 
 int expect_tiers_match(const std::string& what, const char* op, const Args& args,
-                       const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline) {
+                       const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline,
+                       const std::vector<ResizeAfterPrepare>& resize) {
   auto make_outputs = [&] {
     std::vector<TestTensor> outs;
     for (int64_t cap : output_capacity) outs.push_back(TestTensor::output(cap));
@@ -229,14 +245,14 @@ int expect_tiers_match(const std::string& what, const char* op, const Args& args
     return p;
   };
   std::vector<TestTensor> want = make_outputs();
-  KernelRun ref = run_kernel(op, args, pointers(want), kTierPortable, Isa::Baseline);
+  KernelRun ref = run_kernel(op, args, pointers(want), kTierPortable, Isa::Baseline, resize);
   KILN_EXPECT(ref.found, "%s: no portable kernel for %s", what.c_str(), op);
   KILN_EXPECT(ref.status.is_ok(), "%s: portable %s failed: %s", what.c_str(), op, ref.status.to_string().c_str());
   if (!ref.found || !ref.status.is_ok()) return 0;
   int ran = 0;
   for (Isa isa : supported_isas()) {
     std::vector<TestTensor> got = make_outputs();
-    KernelRun fast = run_kernel(op, args, pointers(got), kTierOptimized, isa);
+    KernelRun fast = run_kernel(op, args, pointers(got), kTierOptimized, isa, resize);
     const std::string where = what + " [" + isa_name(isa) + "]";
     KILN_EXPECT(fast.found, "%s: no optimized kernel for %s", where.c_str(), op);
     if (!fast.found) return ran;

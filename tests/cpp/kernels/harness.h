@@ -101,12 +101,19 @@ struct KernelRun {
   uint64_t packed_bytes = 0;
 };
 
+// A tensor argument given new sizes between prepare and run, as a dynamic dim
+// below the bound that prepare saw (within the tensor's capacity); restored after the run.
+struct ResizeAfterPrepare {
+  TestTensor* tensor;
+  std::vector<int64_t> sizes;
+};
+
 // Resolves `op` for the dtypes of `args`, takes the kernel registered at `tier`,
 // and prepares and runs it the way a method would at instruction-set level
 // `isa`: scratch planned from what prepare asks for, packed constants from a
 // cache of its own. `outputs` are resized by the kernel.
 KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier,
-                     Isa isa);
+                     Isa isa, const std::vector<ResizeAfterPrepare>& resize = {});
 
 // The instruction-set levels this CPU runs, lowest first (baseline included).
 std::vector<Isa> supported_isas();
@@ -125,8 +132,10 @@ bool expect_close(const std::string& what, const float* got, const float* want, 
 // supported level, on the same arguments, and compares every output. Outputs
 // are made with `output_capacity` elements each. The optimized kernel must
 // accept the instruction unless `may_decline`; returns how many levels ran
-// the optimized kernel (so a test can tell a vacuous comparison).
+// the optimized kernel (so a test can tell a vacuous comparison). `resize`
+// applies to both runs (the portable kernel has no prepare to see the bound).
 int expect_tiers_match(const std::string& what, const char* op, const Args& args,
-                       const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline = false);
+                       const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline = false,
+                       const std::vector<ResizeAfterPrepare>& resize = {});
 
 }  // namespace kiln::test

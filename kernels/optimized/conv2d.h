@@ -1,0 +1,54 @@
+// The optimized f32 conv2d paths (NCHW): shared geometry, the depthwise direct kernel, Winograd.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/activation.h"
+#include "kiln/kernel.h"
+
+namespace kiln {
+namespace kernels {
+namespace optimized {
+
+// A validated convolution (aten::conv2d or kiln::fused_conv2d) and its epilogue.
+struct ConvGeom {
+  const float* x = nullptr;
+  const float* weight = nullptr;  // [cout, cin_g, kh, kw]
+  const float* bias = nullptr;    // [cout] or null
+  const float* residual = nullptr;  // the output's shape, or null
+  float* y = nullptr;
+  int64_t images = 1;
+  int64_t c = 0, h = 0, w = 0;  // input channels and spatial size
+  int64_t cout = 0, groups = 1, cin_g = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t oh = 0, ow = 0;
+  ActivationArg act;
+};
+
+// Depthwise convolutions (one input channel per group) the direct kernel serves:
+// windows of at most this many taps per side.
+constexpr int64_t kDepthwiseMaxTaps = 16;
+
+// Per-worker scratch of the depthwise kernel for this geometry, or 0 when it
+// would be unreasonably large (then the GEMM path serves the convolution).
+size_t depthwise_scratch_bytes(const ConvGeom& g, Isa isa);
+
+// Runs the depthwise convolution on the pool; `scratch_bytes` as planned by
+// depthwise_scratch_bytes for a geometry at least this large.
+Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t scratch_bytes);
+
+// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (conv_winograd.cpp):
+// the call scratch it needs, or 0 when it should not serve this geometry
+// (other windows, strides, dilation or groups, few channels, few tiles, too large).
+size_t winograd_call_scratch_bytes(const ConvGeom& g, Isa isa);
+size_t winograd_worker_scratch_bytes(const ConvGeom& g, Isa isa);
+// The transformed weights, packed once per program from the constant `weight`.
+Result<const float*> winograd_weights(KernelContext& ctx, const Tensor& weight, const ConvGeom& g);
+// Runs the convolution with the scratch planned from the functions above.
+Status winograd_conv(const ConvGeom& g, Isa isa, const float* u, const KernelContext& ctx, size_t worker_bytes,
+                     size_t call_bytes);
+
+}  // namespace optimized
+}  // namespace kernels
+}  // namespace kiln

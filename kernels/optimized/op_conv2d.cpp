@@ -1,0 +1,314 @@
+// Optimized aten::conv2d.default and kiln::fused_conv2d.default (f32, NCHW).
+//
+// Per (image, group) a convolution is the GEMM out[co, p] = sum_k W[co, k] * X[k, p]
+// with k = (ci, i, j) over the window and p an output pixel: the weights are A,
+// read in place (their rows are contiguous), and B is packed straight from the
+// input by an implicit im2col (f32_im2col.h; a 1x1 stride-1 convolution's input is B as is),
+// with the bias per output channel, the residual and the activation fused into
+// the GEMM's epilogue. Depthwise convolutions run a direct kernel
+// (conv_depthwise.cpp) with the same epilogue.
+#include <algorithm>
+#include <memory>
+
+#include "common/kernel_args.h"
+#include "common/window.h"
+#include "optimized/conv2d.h"
+#include "optimized/f32_im2col.h"
+#include "optimized/gemm_activation.h"
+#include "optimized/gemm_driver.h"
+#include "optimized/op_args.h"
+
+namespace kiln {
+namespace kernels {
+namespace optimized {
+namespace {
+
+constexpr const char* kConv2d = "aten::conv2d.default";
+constexpr const char* kFusedConv2d = "kiln::fused_conv2d.default";
+
+// Checks the arguments like the portable kernel and resizes the output;
+// `prepare`: at method load (see op_args.h).
+Status conv_args(const char* op, bool fused, bool prepare, Inputs in, Outputs out, ConvGeom* g, const Tensor** weight) {
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, fused ? 11 : 7, 1));
+  const Tensor *x, *wt, *bias, *residual = nullptr;
+  int64_t stride[2], pad[2], dil[2], groups;
+  const size_t at = fused ? 4 : 3;  // the first int argument
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "input", &x));
+  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "weight", &wt));
+  KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 2, "bias", &bias));
+  if (fused) KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 3, "residual", &residual));
+  KILN_RETURN_IF_ERROR(pair_arg(op, in, at, "stride", stride));
+  KILN_RETURN_IF_ERROR(pair_arg(op, in, at + 1, "padding", pad));
+  KILN_RETURN_IF_ERROR(pair_arg(op, in, at + 2, "dilation", dil));
+  KILN_RETURN_IF_ERROR(int_arg(op, in, at + 3, "groups", &groups));
+  if (fused) KILN_RETURN_IF_ERROR(activation_arg(op, in, at + 4, &g->act));
+  Tensor& y = *out[0];
+  KILN_RETURN_IF_ERROR(check_dtype(op, *x, "input", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, *wt, "weight", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
+  KILN_CHECK_OR_RETURN(x->dim() == 3 || x->dim() == 4, KernelFailure, "%s: input must be 3-D or 4-D, got %s", op,
+                       describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(wt->dim() == 4, KernelFailure, "%s: weight must be 4-D, got %s", op, describe(*wt).c_str());
+  KILN_CHECK_OR_RETURN(groups > 0, KernelFailure, "%s: groups must be positive, got %lld", op,
+                       static_cast<long long>(groups));
+  const bool batched = x->dim() == 4;
+  g->images = batched ? x->size(0) : 1;
+  g->c = x->size(-3), g->h = x->size(-2), g->w = x->size(-1);
+  g->cout = wt->size(0), g->cin_g = wt->size(1), g->kh = wt->size(2), g->kw = wt->size(3);
+  g->groups = groups;
+  // Division only: groups may be any positive int64, so cin_g * groups could overflow.
+  KILN_CHECK_OR_RETURN(g->c % groups == 0 && g->cout % groups == 0 && g->cin_g == g->c / groups, KernelFailure,
+                       "%s: input %s and weight %s do not match groups=%lld", op, describe(*x).c_str(),
+                       describe(*wt).c_str(), static_cast<long long>(groups));
+  if (bias != nullptr) {
+    KILN_RETURN_IF_ERROR(check_dtype(op, *bias, "bias", ScalarType::Float32));
+    KILN_CHECK_OR_RETURN(bias->dim() == 1 && bias->size(0) == g->cout, KernelFailure,
+                         "%s: bias must be [%lld], got %s", op, static_cast<long long>(g->cout),
+                         describe(*bias).c_str());
+  }
+  Window wh, ww;
+  KILN_RETURN_IF_ERROR(window_geometry(op, "height", g->h, g->kh, stride[0], pad[0], dil[0], false, false, &wh));
+  KILN_RETURN_IF_ERROR(window_geometry(op, "width", g->w, g->kw, stride[1], pad[1], dil[1], false, false, &ww));
+  g->sh = stride[0], g->sw = stride[1], g->ph = pad[0], g->pw = pad[1], g->dh = dil[0], g->dw = dil[1];
+  g->oh = wh.out, g->ow = ww.out;
+  Dims sizes;
+  if (batched) sizes.push(g->images);
+  sizes.push(g->cout);
+  sizes.push(g->oh);
+  sizes.push(g->ow);
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
+  if (residual != nullptr) {
+    KILN_RETURN_IF_ERROR(check_dtype(op, *residual, "residual", ScalarType::Float32));
+    KILN_CHECK_OR_RETURN(same_sizes(residual->sizes(), y.sizes()), KernelFailure,
+                         "%s: residual %s must have the output's shape %s", op, describe(*residual).c_str(),
+                         describe_sizes(y.sizes()).c_str());
+  }
+  g->x = x->data_as<const float>();
+  g->weight = wt->data_as<const float>();
+  g->bias = bias != nullptr ? bias->data_as<const float>() : nullptr;
+  g->residual = residual != nullptr ? residual->data_as<const float>() : nullptr;
+  g->y = y.data_as<float>();
+  *weight = wt;
+  return Status::ok();
+}
+
+bool is_depthwise(const ConvGeom& g) { return g.cin_g == 1 && g.groups > 1; }
+bool is_pointwise(const ConvGeom& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+}
+
+// The convolution as one GEMM per (image, group).
+Status conv_gemm(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t scratch) {
+  const int64_t cout_g = g.cout / g.groups, hw = g.oh * g.ow;
+  GemmProblem p;
+  p.m = cout_g, p.n = hw, p.k = g.cin_g * g.kh * g.kw;
+  p.a = g.weight, p.lda = p.k;
+  p.c = g.y, p.ldc = hw;
+  p.batches.ndim = 2;
+  p.batches.sizes[0] = g.images, p.batches.sizes[1] = g.groups;
+  p.batches.a_strides[1] = cout_g * p.k;
+  p.batches.bias_strides[1] = cout_g;
+  p.batches.c_stride = cout_g * hw;
+  p.bias = g.bias, p.bias_per_row = true;
+  p.residual = g.residual;
+  p.act = g.act;
+  if (is_pointwise(g)) {
+    // The input planes of a group already are B [cin_g, h * w].
+    p.b = g.x, p.b_rs = g.h * g.w, p.b_cs = 1;
+    p.batches.b_strides[0] = g.c * g.h * g.w, p.batches.b_strides[1] = g.cin_g * g.h * g.w;
+  } else {
+    p.pack_b = f32_im2col_for(isa).pack;
+    p.pack_b_ctx = &g;
+  }
+  return gemm(f32_gemm_for(isa), p, ctx, scratch);
+}
+
+// Small images (the last stages of a CNN) leave most of an nr-wide panel of
+// output pixels empty. There the product runs transposed, vectorized over the
+// output channels instead: C^T[p, co] = im2col(x)^T[p, k] @ W^T[k, co], with
+// W^T prepacked like a linear weight, blocks of im2col(x)^T made as the GEMM
+// needs them, and C^T (in call scratch) written into out's layout at the end,
+// with the residual and the activation (images folded into the rows).
+
+// Floats of call scratch the transposed path needs, or 0 when it should not serve.
+int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw;
+  if (g.groups != 1 || k == 0) return 0;
+  // Worth it when the pixels waste more than a tenth of the panels.
+  const int64_t padded = (hw + kr.nr - 1) / kr.nr * kr.nr;
+  if (padded * 10 <= hw * 11) return 0;
+  constexpr int64_t kMaxFloats = int64_t{2} << 20;  // 8 MB
+  const int64_t rows = g.images * hw;
+  if (g.cout > kMaxFloats || rows > kMaxFloats / g.cout) return 0;
+  return rows * g.cout;
+}
+
+// A PackAFn: rows [m0, m0 + mc) of im2col(x)^T (row r = image * pixels + p
+// holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
+// Tap by tap, so that the input is read along its rows (the block is small
+// enough to stay in L1 while its columns are written).
+void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
+                            int64_t ld) {
+  const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
+  const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
+  int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;  // the tap of column k0
+  for (int64_t t = 0; t < kc; ++t) {
+    float* d = dst + t;
+    // Input column of output column o: o * sw + off; those inside the input row are [o_lo, o_hi).
+    const int64_t off = j * g.dw - g.pw;
+    const int64_t o_lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+    const int64_t o_hi = g.w - 1 - off < 0 ? 0 : (g.w - 1 - off) / g.sw + 1;
+    int64_t image = m0 / hw, oh = m0 % hw / g.ow, o = m0 % g.ow;
+    for (int64_t n = 0; n < mc;) {  // runs of pixels along one output row
+      const int64_t len = std::min(mc - n, g.ow - o), end = o + len;
+      const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+      if (ih < 0 || ih >= g.h) {
+        for (int64_t q = o; q < end; ++q, d += ld) *d = 0.0f;
+      } else {
+        const float* row = g.x + ((image * g.c + ci) * g.h + ih) * g.w + off;
+        const int64_t lo = std::min(std::max(o, o_lo), end), hi = std::max(lo, std::min(end, o_hi));
+        for (int64_t q = o; q < lo; ++q, d += ld) *d = 0.0f;
+        for (int64_t q = lo; q < hi; ++q, d += ld) *d = row[q * g.sw];
+        for (int64_t q = hi; q < end; ++q, d += ld) *d = 0.0f;
+      }
+      n += len, o = 0;
+      if (++oh == g.oh) oh = 0, ++image;
+    }
+    if (++j == g.kw) {
+      j = 0;
+      if (++i == g.kh) i = 0, ++ci;
+    }
+  }
+}
+
+Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float* packed_wt, const KernelContext& ctx,
+                       size_t worker_scratch, size_t call_scratch) {
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
+  KILN_CHECK_OR_RETURN(static_cast<size_t>(rows * g.cout) * sizeof(float) <= call_scratch, KernelFailure,
+                       "conv2d: the scratch planned at load does not fit this input");
+  float* ct = static_cast<float*>(ctx.scratch);
+  GemmProblem p;
+  p.m = rows, p.n = g.cout, p.k = k;
+  p.pack_a = pack_im2col_transposed, p.pack_a_ctx = &g;
+  p.packed_b = packed_wt;
+  p.c = ct, p.ldc = g.cout;
+  p.bias = g.bias;
+  KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
+  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]).
+  // Blocks of kBlock channels: each row of C^T gives a cache line to each of kBlock output planes.
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
+  parallel_for(g.images * blocks, grain_for(hw * kBlock), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t image = b / blocks, c0 = b % blocks * kBlock, c1 = std::min(g.cout, c0 + kBlock);
+      const float* src = ct + image * hw * g.cout;
+      const int64_t plane0 = image * g.cout;
+      for (int64_t q = 0; q < hw; ++q) {
+        for (int64_t co = c0; co < c1; ++co) {
+          const int64_t at = (plane0 + co) * hw + q;
+          g.y[at] = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
+        }
+      }
+      if (g.act.kind != Activation::None) {
+        activate_tile(*kr.activation, g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
+      }
+    }
+  });
+  return Status::ok();
+}
+
+enum class ConvPath : uint8_t { Gemm, Depthwise, Winograd, Transposed };
+
+struct ConvState {
+  Isa isa = Isa::Baseline;
+  ConvPath path = ConvPath::Gemm;
+  size_t scratch = 0;  // per worker
+  // Winograd and transposed: the weights transformed or packed at load, the
+  // weight they came from, and the call scratch.
+  const float* packed = nullptr;
+  const void* packed_from = nullptr;
+  size_t call_scratch = 0;
+};
+
+Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  ConvGeom g;
+  const Tensor* weight;
+  Status st = conv_args(op, fused, true, in, out, &g, &weight);
+  // Malformed arguments: the portable kernel serves, and reports them at run.
+  if (!st.is_ok()) return Status(Error::NotSupported, st.message());
+  auto s = std::make_unique<ConvState>();
+  s->isa = ctx.isa;
+  const F32GemmKernels& kr = f32_gemm_for(ctx.isa);
+  if (is_depthwise(g)) {
+    s->scratch = depthwise_scratch_bytes(g, ctx.isa);
+    if (s->scratch > 0) s->path = ConvPath::Depthwise;
+  }
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    s->call_scratch = winograd_call_scratch_bytes(g, ctx.isa);
+    if (s->call_scratch > 0) {
+      Result<const float*> u = winograd_weights(ctx, *weight, g);
+      if (!u.ok()) return u.status();
+      s->path = ConvPath::Winograd;
+      s->packed = u.value();
+      s->scratch = winograd_worker_scratch_bytes(g, ctx.isa);
+    }
+  }
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    const int64_t floats = transposed_scratch_floats(g, kr);
+    if (floats > 0) {
+      // B[k][co] = W[co][k].
+      const int64_t k = g.cin_g * g.kh * g.kw;
+      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::Transposed;
+      s->packed = packed.value();
+      s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
+      s->call_scratch = static_cast<size_t>(floats) * sizeof(float);
+    }
+  }
+  s->packed_from = weight->data();
+  ctx.scratch_bytes = s->call_scratch;
+  if (s->path == ConvPath::Gemm) s->scratch = gemm_worker_scratch_bytes(kr, g.oh * g.ow, false);
+  ctx.worker_scratch_bytes = s->scratch;
+  *state = s.release();
+  return Status::ok();
+}
+
+Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out) {
+  const auto& s = *static_cast<const ConvState*>(ctx.state);
+  ConvGeom g;
+  const Tensor* weight;
+  KILN_RETURN_IF_ERROR(conv_args(op, fused, false, in, out, &g, &weight));
+  if (out[0]->numel() == 0) return Status::ok();
+  KILN_CHECK_OR_RETURN(s.packed == nullptr || weight->data() == s.packed_from, KernelFailure,
+                       "%s: the weight is not the constant packed at load", op);
+  switch (s.path) {
+    case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
+    case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::Transposed:
+      return conv_transposed(g, f32_gemm_for(s.isa), s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::Gemm: break;
+  }
+  return conv_gemm(g, s.isa, ctx, s.scratch);
+}
+
+void release(void* state) { delete static_cast<ConvState*>(state); }
+
+Status conv2d_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  return prepare(kConv2d, false, ctx, in, out, state);
+}
+Status conv2d_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kConv2d, false, ctx, in, out); }
+Status fused_conv2d_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  return prepare(kFusedConv2d, true, ctx, in, out, state);
+}
+Status fused_conv2d_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kFusedConv2d, true, ctx, in, out); }
+
+}  // namespace
+
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, kConv2d, "f32,f32|f32,f32,f32", conv2d_run, conv2d_prepare, release);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, kFusedConv2d, "f32,f32|f32,f32,f32|f32,f32,f32,f32", fused_conv2d_run,
+                            fused_conv2d_prepare, release);
+
+}  // namespace optimized
+}  // namespace kernels
+}  // namespace kiln
