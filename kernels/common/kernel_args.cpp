@@ -122,6 +122,23 @@ Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name
   return Status::ok();
 }
 
+Status tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
+  return at_prepare ? prepare_tensor_arg(op, in, i, name, out) : tensor_arg(op, in, i, name, out);
+}
+
+Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name,
+                           const Tensor** out) {
+  if (!at_prepare) return optional_tensor_arg(op, in, i, name, out);
+  const Value* v = in[i];
+  if (v != nullptr && v->is_none()) {
+    *out = nullptr;
+    return Status::ok();
+  }
+  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr)
+    return wrong_kind(op, i, name, "a Tensor or None", v);
+  return prepare_tensor_arg(op, in, i, name, out);
+}
+
 Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out) {
   const Value* v = in[i];
   if (v == nullptr || v->kind != ValueKind::Int) return wrong_kind(op, i, name, "an Int", v);

@@ -36,6 +36,11 @@ Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const T
 Status prepare_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 // None -> *out = nullptr.
 Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+// For argument readers that both prepare and run call: prepare_tensor_arg when `at_prepare`, else
+// tensor_arg (optional_tensor_arg).
+Status tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name,
+                           const Tensor** out);
 Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out);
 // None -> *present = false.
 Status optional_int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out, bool* present);
