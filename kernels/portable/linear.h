@@ -1,17 +1,14 @@
-// y = x @ w^T + bias (+ residual): the computation behind aten::linear and kiln::fused_linear.
+// y = act(x @ w^T + bias + residual): the computation behind aten::linear and kiln::fused_linear.
 #pragma once
 
-#include "kiln/kernel.h"
+#include "common/linear_args.h"
 
 namespace kiln {
 namespace kernels {
 namespace portable {
 
-// Validates the float32 operands (x [..., K], w [N, K], bias [N] or a single
-// element, residual exactly the output's shape), resizes y to [..., N] and
-// computes it through the shared GEMM. `op` names the operator in errors.
-Status linear_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
-                      Tensor& y);
+// Computes y (resized by linear_args) through the shared GEMM, then the activation.
+void linear_forward(const LinearArgs& a, Tensor& y);
 
 }  // namespace portable
 }  // namespace kernels

@@ -12,18 +12,9 @@ namespace portable {
 
 // (input, weight, bias?, residual?, activation, act_min, act_max)
 Status fused_linear_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "kiln::fused_linear.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 7, 1));
-  const Tensor *x, *w, *bias, *residual;
-  ActivationArg act;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "input", &x));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "weight", &w));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 2, "bias", &bias));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 3, "residual", &residual));
-  KILN_RETURN_IF_ERROR(activation_arg(op, in, 4, &act));
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(linear_forward(op, *x, *w, bias, residual, y));
-  apply_activation(act, y.data_as<float>(), y.numel());
+  LinearArgs a;
+  KILN_RETURN_IF_ERROR(linear_args("kiln::fused_linear.default", /*fused=*/true, /*at_prepare=*/false, in, out, &a));
+  linear_forward(a, *out[0]);
   return Status::ok();
 }
 
