@@ -33,6 +33,9 @@ Status bmm_args(const char* op, bool at_prepare, Inputs in, Outputs out, const T
                 MatmulShapes* s);
 Status matmul_args(const char* op, bool at_prepare, Inputs in, Outputs out, const Tensor** a, const Tensor** b,
                    MatmulShapes* s);
+// Any of the three.
+using MatmulArgsFn = Status (*)(const char* op, bool at_prepare, Inputs in, Outputs out, const Tensor** a,
+                                const Tensor** b, MatmulShapes* s);
 // mm's checks of given operands a [M, K] and b [K, N] (named an, bn: addmm's mat1 and mat2), y f32.
 Status mm_shapes(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn, const Tensor& y,
                  MatmulShapes* s);

@@ -42,25 +42,12 @@ Status contiguous_product(const char* op, const Tensor& a, const Tensor& b, Tens
   return Status::ok();
 }
 
-Status build_mm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
+// mm, bmm and matmul (1-D operands and broadcast batch dims, as the portable kernel).
+template <MatmulArgsFn kReadArgs>
+Status build_product(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   const Tensor *a, *b;
   MatmulShapes s;
-  KILN_RETURN_IF_ERROR(mm_args(op, prepare, in, out, &a, &b, &s));
-  return contiguous_product(op, *a, *b, *out[0], s, r);
-}
-
-Status build_bmm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
-  const Tensor *a, *b;
-  MatmulShapes s;
-  KILN_RETURN_IF_ERROR(bmm_args(op, prepare, in, out, &a, &b, &s));
-  return contiguous_product(op, *a, *b, *out[0], s, r);
-}
-
-// torch.matmul: 1-D operands and broadcast batch dims, as the portable kernel.
-Status build_matmul(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
-  const Tensor *a, *b;
-  MatmulShapes s;
-  KILN_RETURN_IF_ERROR(matmul_args(op, prepare, in, out, &a, &b, &s));
+  KILN_RETURN_IF_ERROR(kReadArgs(op, prepare, in, out, &a, &b, &s));
   return contiguous_product(op, *a, *b, *out[0], s, r);
 }
 
@@ -148,17 +135,19 @@ constexpr const char* kMatmul = "aten::matmul.default";
 constexpr const char* kAddmm = "aten::addmm.default";
 
 Status mm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kMm, build_mm, ctx, in, out, state);
+  return prepare(kMm, build_product<mm_args>, ctx, in, out, state);
 }
-Status mm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMm, build_mm, ctx, in, out); }
+Status mm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMm, build_product<mm_args>, ctx, in, out); }
 Status bmm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kBmm, build_bmm, ctx, in, out, state);
+  return prepare(kBmm, build_product<bmm_args>, ctx, in, out, state);
 }
-Status bmm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kBmm, build_bmm, ctx, in, out); }
+Status bmm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kBmm, build_product<bmm_args>, ctx, in, out); }
 Status matmul_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kMatmul, build_matmul, ctx, in, out, state);
+  return prepare(kMatmul, build_product<matmul_args>, ctx, in, out, state);
 }
-Status matmul_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMatmul, build_matmul, ctx, in, out); }
+Status matmul_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return run(kMatmul, build_product<matmul_args>, ctx, in, out);
+}
 Status addmm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
   return prepare(kAddmm, build_addmm, ctx, in, out, state);
 }

@@ -9,10 +9,7 @@ namespace kernels {
 namespace portable {
 namespace {
 
-using ArgsFn = Status (*)(const char* op, bool at_prepare, Inputs in, Outputs out, const Tensor** a,
-                          const Tensor** b, MatmulShapes* s);
-
-Status product(const char* op, ArgsFn read_args, Inputs in, Outputs out) {
+Status product(const char* op, MatmulArgsFn read_args, Inputs in, Outputs out) {
   const Tensor *a, *b;
   MatmulShapes s;
   KILN_RETURN_IF_ERROR(read_args(op, /*at_prepare=*/false, in, out, &a, &b, &s));
