@@ -57,12 +57,7 @@ Status conv2d_args(const char* op, bool fused, bool at_prepare, Inputs in, Outpu
   sizes.push(g.oh);
   sizes.push(g.ow);
   KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  if (a->residual != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *a->residual, "residual", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(same_sizes(a->residual->sizes(), y.sizes()), KernelFailure,
-                         "%s: residual must have the output's shape %s, got %s", op, describe_sizes(y.sizes()).c_str(),
-                         describe(*a->residual).c_str());
-  }
+  KILN_RETURN_IF_ERROR(check_residual(op, a->residual, y));
   return Status::ok();
 }
 

@@ -269,6 +269,15 @@ Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out) {
   return Status::ok();
 }
 
+Status check_residual(const char* op, const Tensor* residual, const Tensor& y) {
+  if (residual == nullptr) return Status::ok();
+  KILN_RETURN_IF_ERROR(check_dtype(op, *residual, "residual", ScalarType::Float32));
+  KILN_CHECK_OR_RETURN(same_sizes(residual->sizes(), y.sizes()), KernelFailure,
+                       "%s: residual must have the output's shape %s, got %s", op, describe_sizes(y.sizes()).c_str(),
+                       describe(*residual).c_str());
+  return Status::ok();
+}
+
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes) {
   KILN_RETURN_IF_ERROR(check_shape(op, "output shape", sizes));
   Status s = out->resize(sizes);

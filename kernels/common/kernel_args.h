@@ -71,6 +71,9 @@ inline bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
 }
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts 0 and -1 like PyTorch.
 Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out);
+// The residual of a fused operator (kiln::fused_linear, kiln::fused_conv2d): None (null) or an f32
+// tensor of exactly the output's shape.
+Status check_residual(const char* op, const Tensor* residual, const Tensor& y);
 // Resizes an output after check_shape (so no product of its sizes overflows),
 // naming the op when it does not fit.
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes);

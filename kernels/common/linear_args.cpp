@@ -34,12 +34,7 @@ Status linear_args(const char* op, bool fused, bool at_prepare, Inputs in, Outpu
   Dims sizes(x.sizes());
   sizes[sizes.n - 1] = a->n;
   KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  if (a->residual != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *a->residual, "residual", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(same_sizes(a->residual->sizes(), y.sizes()), KernelFailure,
-                         "%s: residual must have the output's shape %s, got %s", op, describe_sizes(y.sizes()).c_str(),
-                         describe(*a->residual).c_str());
-  }
+  KILN_RETURN_IF_ERROR(check_residual(op, a->residual, y));
   a->m = prod(x.sizes(), 0, x.dim() - 1);
   return Status::ok();
 }

@@ -39,9 +39,9 @@ Status pool2d_args(const char* op, Pool2d kind, bool at_prepare, Inputs in, Outp
   KILN_RETURN_IF_ERROR(pool_input(op, *p->x, &p->input));
   if (stride_empty) s[0] = k[0], s[1] = k[1];
   KILN_CHECK_OR_RETURN(!p->has_divisor || p->divisor != 0, KernelFailure, "%s: divisor_override must not be zero", op);
-  KILN_RETURN_IF_ERROR(
-      window_geometry(op, "height", p->input.h, k[0], s[0], pad[0], dil[0], p->ceil_mode, true, &p->wh));
-  KILN_RETURN_IF_ERROR(window_geometry(op, "width", p->input.w, k[1], s[1], pad[1], dil[1], p->ceil_mode, true, &p->ww));
+  const bool ceil = p->ceil_mode;
+  KILN_RETURN_IF_ERROR(window_geometry(op, "height", p->input.h, k[0], s[0], pad[0], dil[0], ceil, true, &p->wh));
+  KILN_RETURN_IF_ERROR(window_geometry(op, "width", p->input.w, k[1], s[1], pad[1], dil[1], ceil, true, &p->ww));
   if (at_prepare) return Status::ok();
   return resize_output(op, &y, pool_output_sizes(*p->x, p->wh.out, p->ww.out).span());
 }
