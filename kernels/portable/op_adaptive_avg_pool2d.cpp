@@ -1,6 +1,5 @@
 // aten::adaptive_avg_pool2d.default: mean over floor/ceil-split regions to a fixed output size.
 #include "common/pool2d_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -3,7 +3,6 @@
 #include "common/kernel_args.h"
 #include "common/matmul_args.h"
 #include "common/broadcast.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -2,7 +2,6 @@
 #include <algorithm>
 
 #include "common/pool2d_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

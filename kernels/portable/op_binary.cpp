@@ -1,7 +1,6 @@
 // Broadcasting arithmetic: add.Tensor, sub.Tensor (with alpha), mul.Tensor, div.Tensor.
 #include "common/arith_args.h"
 #include "common/elementwise.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

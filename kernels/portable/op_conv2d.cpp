@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "portable/gemm.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

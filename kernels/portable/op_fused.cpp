@@ -2,7 +2,6 @@
 // the operators the exporter's fusion passes produce (python/kiln/export/fused_ops.py).
 #include "portable/conv2d.h"
 #include "portable/linear.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

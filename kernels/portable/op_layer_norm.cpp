@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include "common/layer_norm_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

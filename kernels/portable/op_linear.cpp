@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "portable/gemm.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

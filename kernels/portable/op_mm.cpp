@@ -2,7 +2,6 @@
 #include "common/kernel_args.h"
 #include "common/matmul_args.h"
 #include "portable/gemm.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "common/softmax_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {
