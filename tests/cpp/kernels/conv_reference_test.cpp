@@ -168,15 +168,9 @@ KILN_TEST(portable_conv2d_hostile_windows) {
     expect_tiers_agree("conv2d huge dilation", "aten::conv2d.default", a, 50, gemm_tolerance(9), /*may_decline=*/true);
   }
   {
-    // An int list the (corrupt) file left misaligned: rejected before any read.
-    alignas(8) static int64_t storage[4] = {4, 6, 0, 0};
-    Value misaligned;
-    misaligned.kind = ValueKind::IntList;
-    misaligned.ints.data = reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(storage) + 4);
-    misaligned.ints.size = 2;
     TestTensor y = out();
     Args a;
-    a.tensor(x).tensor(x).none().value(misaligned).ints({0}).ints({1}).i(1);
+    a.tensor(x).tensor(x).none().value(misaligned_ints()).ints({0}).ints({1}).i(1);
     expect_rejected("conv2d with a misaligned stride list", "aten::conv2d.default", a, {&y}, "misaligned");
   }
 }

@@ -26,6 +26,16 @@ inline TestTensor out(ScalarType dtype = ScalarType::Float32, int64_t capacity =
   return TestTensor::output(capacity, dtype);
 }
 
+// An int list of two elements the (corrupt) file left misaligned: kernels must refuse it before any read.
+inline Value misaligned_ints() {
+  alignas(8) static int64_t storage[4] = {4, 6, 0, 0};
+  Value v;
+  v.kind = ValueKind::IntList;
+  v.ints.data = reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(storage) + 4);
+  v.ints.size = 2;
+  return v;
+}
+
 inline bool has_shape(const TestTensor& t, const std::vector<int64_t>& sizes) { return t.shape() == sizes; }
 inline std::string shape_str(const std::vector<int64_t>& s) { return describe_sizes({s.data(), s.size()}); }
 

@@ -166,15 +166,9 @@ KILN_TEST(portable_shape_ops_hostile_arguments) {
     expect_rejected("view [2^40, 0, 2^40]", kView, bad, {&y});
   }
   {
-    // An int list the (corrupt) file left misaligned: rejected before any read.
-    alignas(8) static int64_t storage[4] = {4, 6, 0, 0};
-    Value misaligned;
-    misaligned.kind = ValueKind::IntList;
-    misaligned.ints.data = reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(storage) + 4);
-    misaligned.ints.size = 2;
     TestTensor y = out();
     Args a;
-    a.tensor(x).value(misaligned);
+    a.tensor(x).value(misaligned_ints());
     expect_rejected("view with a misaligned size list", kView, a, {&y}, "misaligned");
   }
   {
