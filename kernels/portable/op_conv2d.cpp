@@ -1,8 +1,8 @@
-// aten::conv2d.default: grouped 2-D convolution (implicit-im2col GEMM, direct depthwise).
-#include "portable/conv2d.h"
-
+// aten::conv2d.default and kiln::fused_conv2d.default (act(conv2d + residual), the operator the
+// exporter's fusion passes produce): grouped 2-D convolution (implicit-im2col GEMM, direct depthwise).
 #include <algorithm>
 
+#include "common/conv2d_args.h"
 #include "portable/gemm.h"
 
 namespace kiln {
@@ -131,8 +131,7 @@ void conv_gemm(const ConvGeom& g, const float* weight, const float* bias, const 
   gemm(p);
 }
 
-}  // namespace
-
+// y (resized by conv2d_args) onto bias and residual, then the activation.
 void conv2d_forward(const Conv2dArgs& a, Tensor& y) {
   if (y.numel() == 0) return;
   const ConvGeom g{a.shape, a.x->data_as<const float>()};
@@ -148,14 +147,24 @@ void conv2d_forward(const Conv2dArgs& a, Tensor& y) {
   apply_activation(a.act, yp, y.numel());
 }
 
-Status conv2d_run(KernelContext&, Inputs in, Outputs out) {
+Status conv2d(const char* op, bool fused, Inputs in, Outputs out) {
   Conv2dArgs a;
-  KILN_RETURN_IF_ERROR(conv2d_args("aten::conv2d.default", /*fused=*/false, /*at_prepare=*/false, in, out, &a));
+  KILN_RETURN_IF_ERROR(conv2d_args(op, fused, /*at_prepare=*/false, in, out, &a));
   conv2d_forward(a, *out[0]);
   return Status::ok();
 }
 
+}  // namespace
+
+Status conv2d_run(KernelContext&, Inputs in, Outputs out) { return conv2d("aten::conv2d.default", false, in, out); }
+// (input, weight, bias?, residual?, stride, padding, dilation, groups, activation, act_min, act_max)
+Status fused_conv2d_run(KernelContext&, Inputs in, Outputs out) {
+  return conv2d("kiln::fused_conv2d.default", true, in, out);
+}
+
 KILN_REGISTER_KERNEL("aten::conv2d.default", "f32,f32|f32,f32,f32", conv2d_run);
+// The dtypes of the tensors present: input and weight, then bias and/or residual.
+KILN_REGISTER_KERNEL("kiln::fused_conv2d.default", "f32,f32|f32,f32,f32|f32,f32,f32,f32", fused_conv2d_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -1,15 +1,17 @@
-// aten::linear.default: y = x @ W^T + b through the shared GEMM (and kiln::fused_linear's computation).
-#include "portable/linear.h"
-
+// aten::linear.default (y = x @ W^T + b) and kiln::fused_linear.default (act(linear + residual), the
+// operator the exporter's fusion passes produce) through the shared GEMM.
 #include <algorithm>
 #include <cstring>
 
+#include "common/linear_args.h"
 #include "portable/gemm.h"
 
 namespace kiln {
 namespace kernels {
 namespace portable {
+namespace {
 
+// y (resized by linear_args) onto bias and residual, then the activation.
 void linear_forward(const LinearArgs& a, Tensor& y) {
   const Tensor *bias = a.bias, *residual = a.residual;
   const int64_t m = a.m, n = a.n, k = a.k;
@@ -46,14 +48,24 @@ void linear_forward(const LinearArgs& a, Tensor& y) {
   apply_activation(a.act, c, y.numel());
 }
 
-Status linear_run(KernelContext&, Inputs in, Outputs out) {
+Status linear(const char* op, bool fused, Inputs in, Outputs out) {
   LinearArgs a;
-  KILN_RETURN_IF_ERROR(linear_args("aten::linear.default", /*fused=*/false, /*at_prepare=*/false, in, out, &a));
+  KILN_RETURN_IF_ERROR(linear_args(op, fused, /*at_prepare=*/false, in, out, &a));
   linear_forward(a, *out[0]);
   return Status::ok();
 }
 
+}  // namespace
+
+Status linear_run(KernelContext&, Inputs in, Outputs out) { return linear("aten::linear.default", false, in, out); }
+// (input, weight, bias?, residual?, activation, act_min, act_max)
+Status fused_linear_run(KernelContext&, Inputs in, Outputs out) {
+  return linear("kiln::fused_linear.default", true, in, out);
+}
+
 KILN_REGISTER_KERNEL("aten::linear.default", "f32,f32|f32,f32,f32", linear_run);
+// The dtypes of the tensors present: input and weight, then bias and/or residual.
+KILN_REGISTER_KERNEL("kiln::fused_linear.default", "f32,f32|f32,f32,f32|f32,f32,f32,f32", fused_linear_run);
 
 }  // namespace portable
 }  // namespace kernels
