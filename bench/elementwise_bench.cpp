@@ -4,9 +4,10 @@
 //   build/dev/tests/cpp/elementwise_bench [--threads N] [filter]
 //
 // Built with KILN_BUILD_TESTS (target elementwise_bench). Kernels are called through the registry
-// as a loaded method calls them (prepare with planned scratch, then run). Figures are the median
-// of several timed batches in CPU microseconds per call (process CPU time divided by the pool's
-// threads): the machine is shared, and time spent waiting for a CPU does not count.
+// as a loaded method calls them (tests/cpp/kernels/kernel_call.h: prepare with planned scratch,
+// then run). Figures are the median of several timed batches in CPU microseconds per call (process
+// CPU time divided by the pool's threads): the machine is shared, and time spent waiting for a CPU
+// does not count.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,18 +16,15 @@
 #include <ctime>
 #include <deque>
 #include <functional>
-#include <memory>
-#include <string>
 #include <vector>
 
-#include "executor/packed_constants.h"
+#include "kernel_call.h"
 #include "kiln/cpu.h"
-#include "kiln/kernel.h"
-#include "registry/registry_internal.h"
 
 namespace {
 
 using namespace kiln;
+using namespace kiln::test;
 using Clock = std::chrono::steady_clock;
 
 double cpu_seconds() {
@@ -54,97 +52,33 @@ double time_per_call(F&& fn, int threads) {
   return per_call[per_call.size() / 2];
 }
 
-// Tensors and argument values of one call; addresses stay stable (deques).
-struct Call {
-  std::deque<std::shared_ptr<uint8_t>> storage;
-  std::deque<Tensor> tensors;
-  std::deque<Value> values;
-  std::deque<std::vector<int64_t>> lists;
-  std::vector<const Value*> args;
-  std::vector<Tensor*> outputs;
+// A float tensor of values in [-2, 2].
+TestTensor f32(std::vector<int64_t> sizes) {
+  TestTensor t(std::move(sizes));
+  for (int64_t i = 0; i < t.numel(); ++i) t.f()[i] = static_cast<float>((i * 7919) % 4001) / 1000.0f - 2.0f;
+  return t;
+}
 
-  Tensor* make(std::vector<int64_t> sizes, ScalarType dtype, int64_t capacity = -1) {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    if (capacity < 0) capacity = n;
-    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(capacity, 1)) * element_size(dtype) + 63) / 64 * 64;
-    storage.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), [](uint8_t* p) { std::free(p); });
-    std::memset(storage.back().get(), 0, bytes);
-    tensors.emplace_back();
-    tensors.back().reset(storage.back().get(), Span<const int64_t>(sizes.data(), sizes.size()), dtype, bytes);
-    return &tensors.back();
-  }
-  Call& push(Value v) {
-    values.push_back(v);
-    args.push_back(&values.back());
-    return *this;
-  }
-  // A float tensor of values in [-2, 2], or a bool tensor with the first `ones` of each last-dim row set.
-  Call& f32(std::vector<int64_t> sizes) {
-    Tensor* t = make(std::move(sizes), ScalarType::Float32);
-    float* p = t->data_as<float>();
-    for (int64_t i = 0; i < t->numel(); ++i) p[i] = static_cast<float>((i * 7919) % 4001) / 1000.0f - 2.0f;
-    Value v;
-    v.kind = ValueKind::Tensor;
-    v.tensor = t;
-    return push(v);
-  }
-  Call& causal_bool(int64_t rows, int64_t cols, int64_t offset) {
-    Tensor* t = make({rows, cols}, ScalarType::Bool);
-    uint8_t* p = t->data_as<uint8_t>();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) p[r * cols + c] = c <= r + offset;
-    Value v;
-    v.kind = ValueKind::Tensor;
-    v.tensor = t;
-    return push(v);
-  }
-  Call& i64s(std::vector<int64_t> values_in, std::vector<int64_t> sizes) {
-    Tensor* t = make(std::move(sizes), ScalarType::Int64);
-    std::copy(values_in.begin(), values_in.end(), t->data_as<int64_t>());
-    Value v;
-    v.kind = ValueKind::Tensor;
-    v.tensor = t;
-    return push(v);
-  }
-  Call& none() { return push(Value()); }
-  Call& i(int64_t x) {
-    Value v;
-    v.kind = ValueKind::Int;
-    v.i = x;
-    return push(v);
-  }
-  Call& d(double x) {
-    Value v;
-    v.kind = ValueKind::Double;
-    v.d = x;
-    return push(v);
-  }
-  Call& b(bool x) {
-    Value v;
-    v.kind = ValueKind::Bool;
-    v.b = x;
-    return push(v);
-  }
-  Call& ints(std::vector<int64_t> xs) {
-    lists.push_back(std::move(xs));
-    Value v;
-    v.kind = ValueKind::IntList;
-    v.ints.data = lists.back().data();
-    v.ints.size = lists.back().size();
-    return push(v);
-  }
-  Call& str(const char* s) {
-    Value v;
-    v.kind = ValueKind::String;
-    v.str.data = s;
-    v.str.size = std::strlen(s);
-    return push(v);
-  }
-  Call& out(int64_t capacity, ScalarType dtype = ScalarType::Float32) {
-    outputs.push_back(make({0}, dtype, capacity));
-    return *this;
-  }
+// A [rows, cols] bool mask that lets row r see columns up to r + offset.
+TestTensor causal_bool(int64_t rows, int64_t cols, int64_t offset) {
+  TestTensor t({rows, cols}, ScalarType::Bool);
+  uint8_t* p = t.t.data_as<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) p[r * cols + c] = c <= r + offset;
+  return t;
+}
+
+TestTensor i64s(std::vector<int64_t> values, std::vector<int64_t> sizes) {
+  TestTensor t(std::move(sizes), ScalarType::Int64);
+  std::copy(values.begin(), values.end(), t.i64());
+  return t;
+}
+
+// The arguments and outputs of one call.
+struct Call {
+  Args args;
+  std::deque<TestTensor> outputs;
+  void out(int64_t capacity) { outputs.push_back(TestTensor::output(capacity)); }
 };
 
 struct Case {
@@ -155,125 +89,107 @@ struct Case {
 
 const Case kCases[] = {
     // MiniLM, 128 tokens: [1, 128, 384] activations, [1, 12, 128, 128] attention scores.
-    {"minilm add [128,384]+[384]", "aten::add.Tensor", [](Call& c) { c.f32({1, 128, 384}).f32({384}).d(1).out(128 * 384); }},
-    {"minilm div scores / scalar", "aten::div.Tensor", [](Call& c) { c.f32({1, 12, 128, 128}).f32({}).out(12 * 128 * 128); }},
+    {"minilm add [128,384]+[384]", "aten::add.Tensor",
+     [](Call& c) { c.args.tensor(f32({1, 128, 384})).tensor(f32({384})).d(1), c.out(128 * 384); }},
+    {"minilm div scores / scalar", "aten::div.Tensor",
+     [](Call& c) { c.args.tensor(f32({1, 12, 128, 128})).tensor(f32({})), c.out(12 * 128 * 128); }},
     {"minilm add scores + mask", "aten::add.Tensor",
-     [](Call& c) { c.f32({1, 12, 128, 128}).f32({1, 1, 1, 128}).d(1).out(12 * 128 * 128); }},
+     [](Call& c) { c.args.tensor(f32({1, 12, 128, 128})).tensor(f32({1, 1, 1, 128})).d(1), c.out(12 * 128 * 128); }},
     {"minilm softmax [12,128,128]", "aten::_softmax.default",
-     [](Call& c) { c.f32({1, 12, 128, 128}).i(-1).b(false).out(12 * 128 * 128); }},
-    {"minilm gelu [128,1536]", "aten::gelu.default", [](Call& c) { c.f32({1, 128, 1536}).str("none").out(128 * 1536); }},
+     [](Call& c) { c.args.tensor(f32({1, 12, 128, 128})).i(-1).b(false), c.out(12 * 128 * 128); }},
+    {"minilm gelu [128,1536]", "aten::gelu.default",
+     [](Call& c) { c.args.tensor(f32({1, 128, 1536})).str("none"), c.out(128 * 1536); }},
     {"minilm layer_norm [128,384]", "aten::layer_norm.default",
-     [](Call& c) { c.f32({1, 128, 384}).ints({384}).f32({384}).f32({384}).d(1e-12).b(true).out(128 * 384); }},
+     [](Call& c) {
+       c.args.tensor(f32({1, 128, 384})).ints({384}).tensor(f32({384})).tensor(f32({384})).d(1e-12).b(true);
+       c.out(128 * 384);
+     }},
     // SmolLM2 prefill (37 tokens) and decode (1 token); KV capacity 128, 9 heads of 64.
-    {"smollm2 silu [37,1536]", "aten::silu.default", [](Call& c) { c.f32({1, 37, 1536}).out(37 * 1536); }},
-    {"smollm2 mul [37,1536]", "aten::mul.Tensor", [](Call& c) { c.f32({1, 37, 1536}).f32({1, 37, 1536}).out(37 * 1536); }},
-    {"smollm2 pow [37,576]^2", "aten::pow.Tensor_Scalar", [](Call& c) { c.f32({1, 37, 576}).d(2).out(37 * 576); }},
+    {"smollm2 silu [37,1536]", "aten::silu.default", [](Call& c) { c.args.tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
+    {"smollm2 mul [37,1536]", "aten::mul.Tensor",
+     [](Call& c) { c.args.tensor(f32({1, 37, 1536})).tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
+    {"smollm2 pow [37,576]^2", "aten::pow.Tensor_Scalar",
+     [](Call& c) { c.args.tensor(f32({1, 37, 576})).d(2), c.out(37 * 576); }},
     {"smollm2 mean [37,576] dim -1", "aten::mean.dim",
-     [](Call& c) { c.f32({1, 37, 576}).ints({-1}).b(true).none().out(37); }},
-    {"smollm2 rsqrt [37,1]", "aten::rsqrt.default", [](Call& c) { c.f32({1, 37, 1}).out(37); }},
-    {"smollm2 mul x * r [37,576]", "aten::mul.Tensor", [](Call& c) { c.f32({1, 37, 576}).f32({1, 37, 1}).out(37 * 576); }},
-    {"smollm2 rope mul [9,37,64]", "aten::mul.Tensor", [](Call& c) { c.f32({1, 9, 37, 64}).f32({37, 64}).out(9 * 37 * 64); }},
+     [](Call& c) { c.args.tensor(f32({1, 37, 576})).ints({-1}).b(true).none(), c.out(37); }},
+    {"smollm2 rsqrt [37,1]", "aten::rsqrt.default", [](Call& c) { c.args.tensor(f32({1, 37, 1})), c.out(37); }},
+    {"smollm2 mul x * r [37,576]", "aten::mul.Tensor",
+     [](Call& c) { c.args.tensor(f32({1, 37, 576})).tensor(f32({1, 37, 1})), c.out(37 * 576); }},
+    {"smollm2 rope mul [9,37,64]", "aten::mul.Tensor",
+     [](Call& c) { c.args.tensor(f32({1, 9, 37, 64})).tensor(f32({37, 64})), c.out(9 * 37 * 64); }},
     {"smollm2 sdpa prefill 37x128", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 9, 37, 64}).f32({1, 9, 128, 64}).f32({1, 9, 128, 64}).causal_bool(37, 128, 0);
-       c.d(0).b(false).none().b(false).out(9 * 37 * 64);
+       c.args.tensor(f32({1, 9, 37, 64})).tensor(f32({1, 9, 128, 64})).tensor(f32({1, 9, 128, 64}));
+       c.args.tensor(causal_bool(37, 128, 0)).d(0).b(false).none().b(false);
+       c.out(9 * 37 * 64);
      }},
     {"smollm2 sdpa decode 1x128", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 9, 1, 64}).f32({1, 9, 128, 64}).f32({1, 9, 128, 64}).causal_bool(1, 128, 37);
-       c.d(0).b(false).none().b(false).out(9 * 64);
+       c.args.tensor(f32({1, 9, 1, 64})).tensor(f32({1, 9, 128, 64})).tensor(f32({1, 9, 128, 64}));
+       c.args.tensor(causal_bool(1, 128, 37)).d(0).b(false).none().b(false);
+       c.out(9 * 64);
      }},
     {"smollm2 sdpa decode GQA 1x128", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 9, 1, 64}).f32({1, 3, 128, 64}).f32({1, 3, 128, 64}).causal_bool(1, 128, 37);
-       c.d(0).b(false).none().b(true).out(9 * 64);
+       c.args.tensor(f32({1, 9, 1, 64})).tensor(f32({1, 3, 128, 64})).tensor(f32({1, 3, 128, 64}));
+       c.args.tensor(causal_bool(1, 128, 37)).d(0).b(false).none().b(true);
+       c.out(9 * 64);
      }},
     {"smollm2 sdpa prefill GQA 37x128", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 9, 37, 64}).f32({1, 3, 128, 64}).f32({1, 3, 128, 64}).causal_bool(37, 128, 0);
-       c.d(0).b(false).none().b(true).out(9 * 37 * 64);
+       c.args.tensor(f32({1, 9, 37, 64})).tensor(f32({1, 3, 128, 64})).tensor(f32({1, 3, 128, 64}));
+       c.args.tensor(causal_bool(37, 128, 0)).d(0).b(false).none().b(true);
+       c.out(9 * 37 * 64);
      }},
     {"smollm2 sdpa decode GQA 1x256", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 9, 1, 64}).f32({1, 3, 256, 64}).f32({1, 3, 256, 64}).causal_bool(1, 256, 200);
-       c.d(0).b(false).none().b(true).out(9 * 64);
+       c.args.tensor(f32({1, 9, 1, 64})).tensor(f32({1, 3, 256, 64})).tensor(f32({1, 3, 256, 64}));
+       c.args.tensor(causal_bool(1, 256, 200)).d(0).b(false).none().b(true);
+       c.out(9 * 64);
      }},
     {"minilm sdpa 128x128 12x32", "aten::scaled_dot_product_attention.default",
      [](Call& c) {
-       c.f32({1, 12, 128, 32}).f32({1, 12, 128, 32}).f32({1, 12, 128, 32}).none();
-       c.d(0).b(false).none().b(false).out(12 * 128 * 32);
+       c.args.tensor(f32({1, 12, 128, 32})).tensor(f32({1, 12, 128, 32})).tensor(f32({1, 12, 128, 32})).none();
+       c.args.d(0).b(false).none().b(false);
+       c.out(12 * 128 * 32);
      }},
     {"smollm2 embedding 37 rows", "aten::embedding.default",
      [](Call& c) {
-       c.f32({49152, 576}).i64s({1, 2, 3, 500, 4000, 49000, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                                 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37},
-                                {1, 37});
-       c.i(-1).b(false).b(false).out(37 * 576);
+       c.args.tensor(f32({49152, 576}));
+       c.args.tensor(i64s({1, 2, 3, 500, 4000, 49000, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                           20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37},
+                          {1, 37}));
+       c.args.i(-1).b(false).b(false);
+       c.out(37 * 576);
      }},
     // CNNs at 128x128 input.
-    {"cnn hardswish [16,64,64]", "aten::hardswish.default", [](Call& c) { c.f32({1, 16, 64, 64}).out(16 * 64 * 64); }},
-    {"cnn silu [48,64,64]", "aten::silu.default", [](Call& c) { c.f32({1, 48, 64, 64}).out(48 * 64 * 64); }},
-    {"cnn sigmoid [1,96,1,1]", "aten::sigmoid.default", [](Call& c) { c.f32({1, 96, 1, 1}).out(96); }},
+    {"cnn hardswish [16,64,64]", "aten::hardswish.default",
+     [](Call& c) { c.args.tensor(f32({1, 16, 64, 64})), c.out(16 * 64 * 64); }},
+    {"cnn silu [48,64,64]", "aten::silu.default", [](Call& c) { c.args.tensor(f32({1, 48, 64, 64})), c.out(48 * 64 * 64); }},
+    {"cnn sigmoid [1,96,1,1]", "aten::sigmoid.default", [](Call& c) { c.args.tensor(f32({1, 96, 1, 1})), c.out(96); }},
     {"cnn se mul [96,16,16]*[96,1,1]", "aten::mul.Tensor",
-     [](Call& c) { c.f32({1, 96, 16, 16}).f32({1, 96, 1, 1}).out(96 * 16 * 16); }},
+     [](Call& c) { c.args.tensor(f32({1, 96, 16, 16})).tensor(f32({1, 96, 1, 1})), c.out(96 * 16 * 16); }},
     {"cnn global avg pool [96,16,16]", "aten::adaptive_avg_pool2d.default",
-     [](Call& c) { c.f32({1, 96, 16, 16}).ints({1, 1}).out(96); }},
+     [](Call& c) { c.args.tensor(f32({1, 96, 16, 16})).ints({1, 1}), c.out(96); }},
     {"cnn global avg pool [576,4,4]", "aten::adaptive_avg_pool2d.default",
-     [](Call& c) { c.f32({1, 576, 4, 4}).ints({1, 1}).out(576); }},
+     [](Call& c) { c.args.tensor(f32({1, 576, 4, 4})).ints({1, 1}), c.out(576); }},
     {"cnn batch_norm [48,64,64]", "aten::_native_batch_norm_legit_no_training.default",
      [](Call& c) {
-       c.f32({1, 48, 64, 64}).f32({48}).f32({48}).f32({48}).f32({48}).d(0.1).d(1e-5);
-       c.out(48 * 64 * 64).out(0).out(0);
+       c.args.tensor(f32({1, 48, 64, 64})).tensor(f32({48})).tensor(f32({48})).tensor(f32({48})).tensor(f32({48}));
+       c.args.d(0.1).d(1e-5);
+       c.out(48 * 64 * 64), c.out(0), c.out(0);
      }},
     {"max_pool2d 3x3/2 [64,64,64]", "aten::max_pool2d.default",
-     [](Call& c) { c.f32({1, 64, 64, 64}).ints({3, 3}).ints({2, 2}).ints({1, 1}).ints({1, 1}).b(false).out(64 * 32 * 32); }},
+     [](Call& c) {
+       c.args.tensor(f32({1, 64, 64, 64})).ints({3, 3}).ints({2, 2}).ints({1, 1}).ints({1, 1}).b(false);
+       c.out(64 * 32 * 32);
+     }},
     {"avg_pool2d 2x2/2 [64,64,64]", "aten::avg_pool2d.default",
      [](Call& c) {
-       c.f32({1, 64, 64, 64}).ints({2, 2}).ints({2, 2}).ints({0, 0}).b(false).b(true).none().out(64 * 32 * 32);
+       c.args.tensor(f32({1, 64, 64, 64})).ints({2, 2}).ints({2, 2}).ints({0, 0}).b(false).b(true).none();
+       c.out(64 * 32 * 32);
      }},
 };
-
-struct Prepared {
-  const internal::KernelEntry* kernel = nullptr;
-  KernelContext ctx;
-  void* state = nullptr;
-  std::shared_ptr<uint8_t> scratch;
-  internal::PackedConstantCache cache;
-  internal::KernelServices services;
-  Status status;
-};
-
-// Prepares `op` at `tier` for `isa`; kernel stays null when there is none or it declines.
-void prepare(const char* op, Call& call, int32_t tier, Isa isa, Prepared& p) {
-  std::vector<ScalarType> dtypes;
-  for (const Value* v : call.args)
-    if (v->is_tensor()) dtypes.push_back(v->tensor->dtype());
-  for (const internal::KernelEntry* k : internal::find_kernels(op, dtypes))
-    if (k->tier == tier) p.kernel = k;
-  if (p.kernel == nullptr) return;
-  p.services.cache = &p.cache;
-  p.services.memory_limit = uint64_t{1} << 40;
-  p.ctx.op_name = op;
-  p.ctx.isa = isa;
-  p.ctx.services = &p.services;
-  Span<const Value* const> in(call.args.data(), call.args.size());
-  Span<Tensor* const> out(call.outputs.data(), call.outputs.size());
-  if (p.kernel->prepare != nullptr) {
-    p.status = p.kernel->prepare(p.ctx, in, out, &p.state);
-    if (!p.status.is_ok()) {
-      p.kernel = nullptr;
-      return;
-    }
-  }
-  p.ctx.services = nullptr;
-  p.ctx.state = p.state;
-  const size_t per_call = (p.ctx.scratch_bytes + 63) / 64 * 64, worker = (p.ctx.worker_scratch_bytes + 63) / 64 * 64;
-  const size_t total = per_call + worker * static_cast<size_t>(num_threads()) + 64;
-  p.scratch.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64)), [](uint8_t* q) { std::free(q); });
-  p.ctx.scratch = p.scratch.get();
-  p.ctx.worker_scratch_base = p.scratch.get() + per_call;
-  p.ctx.worker_scratch_stride = worker;
-}
 
 }  // namespace
 
@@ -296,20 +212,19 @@ int main(int argc, char** argv) {
     if (std::strstr(c.name, filter) == nullptr) continue;
     Call call;
     c.build(call);
-    Span<const Value* const> in(call.args.data(), call.args.size());
-    Span<Tensor* const> out(call.outputs.data(), call.outputs.size());
+    std::vector<Tensor*> outputs;
+    for (TestTensor& o : call.outputs) outputs.push_back(&o.t);
     std::vector<double> us;
     for (int level = -1; level < static_cast<int>(isas.size()); ++level) {
-      Prepared p;
-      prepare(c.op, call, level < 0 ? kTierPortable : kTierOptimized, level < 0 ? Isa::Baseline : isas[level], p);
-      if (p.kernel == nullptr) {
+      PreparedKernel kernel(c.op, call.args, outputs, level < 0 ? kTierPortable : kTierOptimized,
+                            level < 0 ? Isa::Baseline : isas[level]);
+      if (!kernel.ready()) {  // none at this tier, or it declined
         us.push_back(-1);
         continue;
       }
       Status last;
-      us.push_back(1e6 * time_per_call([&] { last = p.kernel->run(p.ctx, in, out); }, threads));
+      us.push_back(1e6 * time_per_call([&] { last = kernel.run(); }, threads));
       if (!last.is_ok()) std::printf("  %s: %s\n", c.name, last.message());
-      if (p.kernel->release != nullptr && p.state != nullptr) p.kernel->release(p.state);
     }
     std::printf("%-34s", c.name);
     for (double u : us) u < 0 ? std::printf(" %10s", "-") : std::printf(" %10.2f", u);

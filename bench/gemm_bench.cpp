@@ -5,8 +5,8 @@
 //   build/dev/tests/cpp/gemm_bench [--quick] [--threads N] [--isa avx2|avx512|baseline] [filter]
 //
 // Built with KILN_BUILD_TESTS (target gemm_bench). Kernels are called through the
-// registry the way a loaded method calls them: prepare (weights packed once,
-// scratch planned), then timed runs. Each figure is the median of several
+// registry the way a loaded method calls them (tests/cpp/kernels/kernel_call.h):
+// prepare (weights packed once, scratch planned), then timed runs. Each figure is the median of several
 // timed batches, in CPU seconds (see time_per_call): the machine is shared.
 #include <algorithm>
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,15 +24,14 @@
 #include <immintrin.h>
 #endif
 
-#include "executor/packed_constants.h"
+#include "kernel_call.h"
 #include "kiln/cpu.h"
-#include "kiln/kernel.h"
-#include "registry/registry_internal.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace kiln;
+using namespace kiln::test;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -187,90 +187,30 @@ double measure_read_gbs(int threads) {
   return best;
 }
 
-// ---- kernels through the registry
+// ---- kernels through the registry (tests/cpp/kernels/kernel_call.h)
 
-struct Buffer {
-  std::shared_ptr<uint8_t> bytes;
-  Tensor t;
-  Buffer(std::vector<int64_t> sizes, bool constant) {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    const size_t size = (static_cast<size_t>(std::max<int64_t>(n, 1)) * 4 + 63) / 64 * 64;
-    bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, size)), [](uint8_t* p) { std::free(p); });
-    float* f = reinterpret_cast<float*>(bytes.get());
-    for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
-    t.reset(bytes.get(), Span<const int64_t>(sizes.data(), sizes.size()), ScalarType::Float32, size);
-    t.set_constant(constant);
-  }
-};
+// Values in [-0.5, 0.5); a weight is `constant`, as in a program.
+TestTensor filled(std::vector<int64_t> sizes, bool constant) {
+  TestTensor t(std::move(sizes), ScalarType::Float32, -1, constant);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f()[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  return t;
+}
 
-// A kernel prepared once at one tier and level, run many times.
-class Prepared {
- public:
-  Prepared(const char* op, std::vector<Value> args, Tensor* out, int32_t tier, Isa isa) : args_(std::move(args)) {
-    std::vector<ScalarType> dtypes;
-    for (const Value& v : args_) {
-      ptrs_.push_back(&v);
-      if (v.is_tensor()) dtypes.push_back(v.tensor->dtype());
-    }
-    outs_.push_back(out);
-    for (const internal::KernelEntry* k : internal::find_kernels(op, dtypes))
-      if (k->tier == tier) kernel_ = k;
-    if (kernel_ == nullptr) return;
-    services_.cache = &cache_;
-    services_.memory_limit = uint64_t{1} << 40;
-    ctx_.op_name = op;
-    ctx_.isa = isa;
-    ctx_.services = &services_;
-    if (kernel_->prepare != nullptr) {
-      Status st = kernel_->prepare(ctx_, in(), outputs(), &state_);
-      if (!st.is_ok()) {
-        std::fprintf(stderr, "%s: prepare: %s\n", op, st.to_string().c_str());
-        kernel_ = nullptr;
-        return;
-      }
-    }
-    ctx_.services = nullptr;
-    ctx_.state = state_;
-    const size_t call = (ctx_.scratch_bytes + 63) / 64 * 64, worker = (ctx_.worker_scratch_bytes + 63) / 64 * 64;
-    const size_t total = call + worker * 8 + 64;
-    scratch_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)), [](uint8_t* p) { std::free(p); });
-    std::memset(scratch_.get(), 0, total);
-    ctx_.scratch = scratch_.get();
-    ctx_.worker_scratch_base = scratch_.get() + call;
-    ctx_.worker_scratch_stride = worker;
-  }
-  ~Prepared() {
-    if (kernel_ != nullptr && kernel_->release != nullptr && state_ != nullptr) kernel_->release(state_);
-  }
-  bool ok() const { return kernel_ != nullptr; }
-  void run() {
-    Status st = kernel_->run(ctx_, in(), outputs());
-    if (!st.is_ok()) {
-      std::fprintf(stderr, "run: %s\n", st.to_string().c_str());
-      std::exit(1);
-    }
-  }
+// Prepares `op` on `args` into `out`; null (and says why) when the kernel is missing or declines.
+std::unique_ptr<PreparedKernel> prepare(const char* op, const Args& args, TestTensor& out, int32_t tier, Isa isa) {
+  auto kernel = std::make_unique<PreparedKernel>(op, args, std::vector<Tensor*>{&out.t}, tier, isa);
+  if (kernel->ready()) return kernel;
+  std::fprintf(stderr, "%s: prepare: %s\n", op,
+               kernel->found() ? kernel->prepare_status().to_string().c_str() : "no kernel at this tier");
+  return nullptr;
+}
 
- private:
-  Span<const Value* const> in() const { return {ptrs_.data(), ptrs_.size()}; }
-  Span<Tensor* const> outputs() const { return {outs_.data(), outs_.size()}; }
-  std::vector<Value> args_;
-  std::vector<const Value*> ptrs_;
-  std::vector<Tensor*> outs_;
-  const internal::KernelEntry* kernel_ = nullptr;
-  internal::PackedConstantCache cache_;
-  internal::KernelServices services_;
-  KernelContext ctx_;
-  void* state_ = nullptr;
-  std::shared_ptr<uint8_t> scratch_;
-};
-
-Value tensor_value(Buffer& b) {
-  Value v;
-  v.kind = ValueKind::Tensor;
-  v.tensor = &b.t;
-  return v;
+void run(PreparedKernel& kernel) {
+  const Status st = kernel.run();
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "run: %s\n", st.to_string().c_str());
+    std::exit(1);
+  }
 }
 
 struct Shape {
@@ -286,19 +226,23 @@ struct Shape {
 double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, double batch_s) {
   const int64_t weight_bytes = 4 * s.n * s.k;
   const int copies = s.m <= 16 ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
-  Buffer x({s.m, s.k}, false);
-  Buffer y({s.m, s.n}, false);
-  std::vector<std::unique_ptr<Buffer>> weights;
-  std::vector<std::unique_ptr<Prepared>> kernels;
+  TestTensor x = filled({s.m, s.k}, false), y({s.m, s.n});
+  struct Copy {
+    TestTensor weight;
+    Args args;
+    std::unique_ptr<PreparedKernel> kernel;
+  };
+  std::deque<Copy> calls;  // a deque: the kernels keep pointers to their arguments
   for (int c = 0; c < copies; ++c) {
-    weights.push_back(std::make_unique<Buffer>(mm ? std::vector<int64_t>{s.k, s.n} : std::vector<int64_t>{s.n, s.k}, !mm));
-    std::vector<Value> args{tensor_value(x), tensor_value(*weights.back())};
-    if (!mm) args.push_back(Value());  // no bias
-    kernels.push_back(std::make_unique<Prepared>(mm ? "aten::mm.default" : "aten::linear.default", args, &y.t, tier, isa));
-    if (!kernels.back()->ok()) return 0;
+    Copy& call = calls.emplace_back();
+    call.weight = filled(mm ? std::vector<int64_t>{s.k, s.n} : std::vector<int64_t>{s.n, s.k}, !mm);
+    call.args.tensor(x).tensor(call.weight);
+    if (!mm) call.args.none();  // no bias
+    call.kernel = prepare(mm ? "aten::mm.default" : "aten::linear.default", call.args, y, tier, isa);
+    if (call.kernel == nullptr) return 0;
   }
   size_t next = 0;
-  return time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads, batch_s, 5);
+  return time_per_call([&] { run(*calls[next++ % calls.size()].kernel); }, threads, batch_s, 5);
 }
 
 struct ConvShape {
@@ -309,24 +253,13 @@ struct ConvShape {
 // Seconds per call of a conv2d with constant weights and a bias.
 double time_conv(const ConvShape& s, int32_t tier, Isa isa, int threads, double batch_s) {
   const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
-  Buffer x({1, s.c, s.h, s.w}, false), w({s.cout, s.c / s.groups, s.k, s.k}, true), b({s.cout}, true);
-  Buffer y({1, s.cout, oh, ow}, false);
-  std::vector<int64_t> stride{s.stride, s.stride}, pad{s.pad, s.pad}, dil{1, 1};
-  auto ints = [](std::vector<int64_t>& v) {
-    Value r;
-    r.kind = ValueKind::IntList;
-    r.ints.data = v.data();
-    r.ints.size = v.size();
-    return r;
-  };
-  Value groups;
-  groups.kind = ValueKind::Int;
-  groups.i = s.groups;
-  Prepared k("aten::conv2d.default", {tensor_value(x), tensor_value(w), tensor_value(b), ints(stride), ints(pad),
-                                      ints(dil), groups},
-             &y.t, tier, isa);
-  if (!k.ok()) return 0;
-  return time_per_call([&] { k.run(); }, threads, batch_s, 5);
+  TestTensor y({1, s.cout, oh, ow});
+  Args args;
+  args.tensor(filled({1, s.c, s.h, s.w}, false)).tensor(filled({s.cout, s.c / s.groups, s.k, s.k}, true));
+  args.tensor(filled({s.cout}, true)).ints({s.stride, s.stride}).ints({s.pad, s.pad}).ints({1, 1}).i(s.groups);
+  std::unique_ptr<PreparedKernel> kernel = prepare("aten::conv2d.default", args, y, tier, isa);
+  if (kernel == nullptr) return 0;
+  return time_per_call([&] { run(*kernel); }, threads, batch_s, 5);
 }
 
 // Convolutions of a ResNet-18 at 224 x 224 and of MobileNetV3-small's depthwise layers.

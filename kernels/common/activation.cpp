@@ -81,5 +81,33 @@ void apply_activation(const ActivationArg& a, float* y, int64_t n) {
   }
 }
 
+Status hardtanh_args(const char* op, Inputs in, Outputs out, const Tensor** x, ClampBounds* b) {
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, x));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "min_val", &b->lo));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "max_val", &b->hi));
+  b->has_lo = b->has_hi = true;
+  return Status::ok();
+}
+
+Status clamp_args(const char* op, Inputs in, Outputs out, const Tensor** x, ClampBounds* b) {
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, x));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 1, "min", &b->lo, &b->has_lo));
+  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 2, "max", &b->hi, &b->has_hi));
+  KILN_CHECK_OR_RETURN(b->has_lo || b->has_hi, KernelFailure, "%s: at least one of min and max must be given", op);
+  return Status::ok();
+}
+
+Status gelu_args(const char* op, Inputs in, Outputs out, const Tensor** x, bool* tanh) {
+  const char* mode;
+  size_t len;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, x));
+  KILN_RETURN_IF_ERROR(string_arg(op, in, 1, "approximate", &mode, &len));
+  const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
+  *tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
+  KILN_CHECK_OR_RETURN(none || *tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
+                       static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
+  return Status::ok();
+}
+
 }  // namespace kernels
 }  // namespace kiln

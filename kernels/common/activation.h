@@ -53,5 +53,19 @@ Status activation_arg(const char* op, Inputs in, size_t i, ActivationArg* out);
 // y[i] = a(y[i]) for i in [0, n), on the thread pool.
 void apply_activation(const ActivationArg& a, float* y, int64_t n);
 
+// ---- the arguments of the aten activations that take more than self (both tiers read them here)
+
+// Clamp bounds as given; a missing one does not bound.
+struct ClampBounds {
+  bool has_lo = false, has_hi = false;
+  double lo = 0, hi = 0;
+};
+// aten::hardtanh.default (self, min_val, max_val), after unary_setup.
+Status hardtanh_args(const char* op, Inputs in, Outputs out, const Tensor** x, ClampBounds* b);
+// aten::clamp.default (self, min?, max?), after unary_setup; at least one bound.
+Status clamp_args(const char* op, Inputs in, Outputs out, const Tensor** x, ClampBounds* b);
+// aten::gelu.default (self, approximate), after unary_setup: approximate is "none" or "tanh".
+Status gelu_args(const char* op, Inputs in, Outputs out, const Tensor** x, bool* tanh);
+
 }  // namespace kernels
 }  // namespace kiln

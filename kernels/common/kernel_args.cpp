@@ -122,6 +122,23 @@ Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name
   return Status::ok();
 }
 
+Status tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
+  return at_prepare ? prepare_tensor_arg(op, in, i, name, out) : tensor_arg(op, in, i, name, out);
+}
+
+Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name,
+                           const Tensor** out) {
+  if (!at_prepare) return optional_tensor_arg(op, in, i, name, out);
+  const Value* v = in[i];
+  if (v != nullptr && v->is_none()) {
+    *out = nullptr;
+    return Status::ok();
+  }
+  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr)
+    return wrong_kind(op, i, name, "a Tensor or None", v);
+  return prepare_tensor_arg(op, in, i, name, out);
+}
+
 Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out) {
   const Value* v = in[i];
   if (v == nullptr || v->kind != ValueKind::Int) return wrong_kind(op, i, name, "an Int", v);
@@ -249,6 +266,15 @@ Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out) {
   KILN_CHECK_OR_RETURN(dim >= -r && dim < r, KernelFailure, "%s: dim %lld out of range for a %d-D tensor", op,
                        static_cast<long long>(dim), rank);
   *out = dim < 0 ? dim + r : dim;
+  return Status::ok();
+}
+
+Status check_residual(const char* op, const Tensor* residual, const Tensor& y) {
+  if (residual == nullptr) return Status::ok();
+  KILN_RETURN_IF_ERROR(check_dtype(op, *residual, "residual", ScalarType::Float32));
+  KILN_CHECK_OR_RETURN(same_sizes(residual->sizes(), y.sizes()), KernelFailure,
+                       "%s: residual must have the output's shape %s, got %s", op, describe_sizes(y.sizes()).c_str(),
+                       describe(*residual).c_str());
   return Status::ok();
 }
 

@@ -36,6 +36,11 @@ Status tensor_arg(const char* op, Inputs in, size_t i, const char* name, const T
 Status prepare_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
 // None -> *out = nullptr.
 Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+// For argument readers that both prepare and run call: prepare_tensor_arg when `at_prepare`, else
+// tensor_arg (optional_tensor_arg).
+Status tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name, const Tensor** out);
+Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name,
+                           const Tensor** out);
 Status int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out);
 // None -> *present = false.
 Status optional_int_arg(const char* op, Inputs in, size_t i, const char* name, int64_t* out, bool* present);
@@ -66,6 +71,9 @@ inline bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
 }
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts 0 and -1 like PyTorch.
 Status wrap_dim(const char* op, int64_t dim, int rank, int64_t* out);
+// The residual of a fused operator (kiln::fused_linear, kiln::fused_conv2d): None (null) or an f32
+// tensor of exactly the output's shape.
+Status check_residual(const char* op, const Tensor* residual, const Tensor& y);
 // Resizes an output after check_shape (so no product of its sizes overflows),
 // naming the op when it does not fit.
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes);

@@ -5,24 +5,21 @@
 #include <cstdint>
 
 #include "common/activation.h"
+#include "common/conv2d_args.h"
 #include "kiln/kernel.h"
 
 namespace kiln {
 namespace kernels {
 namespace optimized {
 
-// A validated convolution (aten::conv2d or kiln::fused_conv2d) and its epilogue.
-struct ConvGeom {
+// A validated convolution (aten::conv2d or kiln::fused_conv2d: common/conv2d_args.h), its data and
+// its epilogue.
+struct ConvGeom : Conv2dShape {
   const float* x = nullptr;
   const float* weight = nullptr;  // [cout, cin_g, kh, kw]
   const float* bias = nullptr;    // [cout] or null
   const float* residual = nullptr;  // the output's shape, or null
   float* y = nullptr;
-  int64_t images = 1;
-  int64_t c = 0, h = 0, w = 0;  // input channels and spatial size
-  int64_t cout = 0, groups = 1, cin_g = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  int64_t oh = 0, ow = 0;
   ActivationArg act;
 };
 

@@ -1,11 +1,9 @@
 // Optimized float32 activations: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish,
 // hardsigmoid, all through the f32_activation microkernels.
-#include <algorithm>
-#include <cstring>
 #include <limits>
 
+#include "common/activation.h"
 #include "common/dtype_dispatch.h"
-#include "common/kernel_args.h"
 #include "kiln/thread_pool.h"
 #include "optimized/f32_activation.h"
 
@@ -54,45 +52,31 @@ Status hardsigmoid_run(KernelContext& ctx, Inputs in, Outputs out) {
 }
 
 // Bounds convert like the portable kernel's (saturate_cast); a missing one is infinite.
-Status clamp_common(Isa isa, const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
-  activate(isa, Activation::Clamp, x, y, has_lo ? saturate_cast<float>(lo) : -kInf,
-           has_hi ? saturate_cast<float>(hi) : kInf);
-  return Status::ok();
+void clamp(Isa isa, const Tensor& x, Tensor& y, const ClampBounds& b) {
+  activate(isa, Activation::Clamp, x, y, b.has_lo ? saturate_cast<float>(b.lo) : -kInf,
+           b.has_hi ? saturate_cast<float>(b.hi) : kInf);
 }
 
 Status hardtanh_run(KernelContext& ctx, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::hardtanh.default";
   const Tensor* x;
-  double lo, hi;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "min_val", &lo));
-  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "max_val", &hi));
-  return clamp_common(ctx.isa, *x, *out[0], true, lo, true, hi);
+  ClampBounds b;
+  KILN_RETURN_IF_ERROR(hardtanh_args("aten::hardtanh.default", in, out, &x, &b));
+  clamp(ctx.isa, *x, *out[0], b);
+  return Status::ok();
 }
 
 Status clamp_run(KernelContext& ctx, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::clamp.default";
   const Tensor* x;
-  double lo = 0, hi = 0;
-  bool has_lo, has_hi;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 1, "min", &lo, &has_lo));
-  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 2, "max", &hi, &has_hi));
-  KILN_CHECK_OR_RETURN(has_lo || has_hi, KernelFailure, "%s: at least one of min and max must be given", op);
-  return clamp_common(ctx.isa, *x, *out[0], has_lo, lo, has_hi, hi);
+  ClampBounds b;
+  KILN_RETURN_IF_ERROR(clamp_args("aten::clamp.default", in, out, &x, &b));
+  clamp(ctx.isa, *x, *out[0], b);
+  return Status::ok();
 }
 
 Status gelu_run(KernelContext& ctx, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::gelu.default";
   const Tensor* x;
-  const char* mode;
-  size_t len;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, &x));
-  KILN_RETURN_IF_ERROR(string_arg(op, in, 1, "approximate", &mode, &len));
-  const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
-  const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
-  KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
-                       static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
+  bool tanh;
+  KILN_RETURN_IF_ERROR(gelu_args("aten::gelu.default", in, out, &x, &tanh));
   activate(ctx.isa, tanh ? Activation::GeluTanh : Activation::Gelu, *x, *out[0]);
   return Status::ok();
 }

@@ -4,9 +4,9 @@
 // that share a stride pattern (the plan's last two dims), so short rows cost no call each.
 #include <algorithm>
 
+#include "common/arith_args.h"
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
-#include "common/kernel_args.h"
 #include "optimized/f32_binary.h"
 
 namespace kiln {
@@ -15,26 +15,17 @@ namespace optimized {
 namespace {
 
 Status arith(KernelContext& ctx, const char* op, BinaryOp kind, Inputs in, Outputs out) {
-  const bool has_alpha = kind == BinaryOp::Add || kind == BinaryOp::Sub;
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, has_alpha ? 3 : 2, 1));
-  const Tensor *a, *b;
-  double alpha = 1.0;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "other", &b));
-  if (has_alpha) KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "alpha", &alpha));
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *a, "self", y, "output"));
+  ArithArgs args;
+  KILN_RETURN_IF_ERROR(arith_args(op, kind == BinaryOp::Add || kind == BinaryOp::Sub, kind != BinaryOp::Div, in, out,
+                                  &args));
+  const Tensor *a = args.a, *b = args.b;
   const Tensor* ins[2] = {a, b};
-  Dims sizes;
-  KILN_RETURN_IF_ERROR(broadcast_shapes(op, ins, 2, &sizes));
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-
-  const BroadcastPlan<2> plan = make_broadcast_plan<2>(sizes, ins);
+  const BroadcastPlan<2> plan = make_broadcast_plan<2>(args.sizes, ins);
   const auto kernel = f32_binary_for(ctx.isa).rows;
-  const float al = saturate_cast<float>(alpha);
+  const float al = saturate_cast<float>(args.alpha);
   const float* ap = a->data_as<const float>();
   const float* bp = b->data_as<const float>();
-  float* yp = y.data_as<float>();
+  float* yp = out[0]->data_as<float>();
   const int nd = plan.ndim;
   const int64_t inner = plan.inner();
   if (inner == 0 || plan.rows() == 0) return Status::ok();

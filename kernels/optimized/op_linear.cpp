@@ -5,10 +5,8 @@
 // A weight computed at run time is packed per block into worker scratch.
 #include <memory>
 
-#include "common/activation.h"
-#include "common/kernel_args.h"
+#include "common/linear_args.h"
 #include "optimized/gemm_driver.h"
-#include "optimized/op_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -18,50 +16,13 @@ namespace {
 constexpr const char* kLinear = "aten::linear.default";
 constexpr const char* kFusedLinear = "kiln::fused_linear.default";
 
-struct LinearArgs {
-  const Tensor *x = nullptr, *w = nullptr, *bias = nullptr, *residual = nullptr;
-  ActivationArg act;
-  int64_t m = 0, n = 0, k = 0;
-};
-
-// Checks the arguments like the portable kernels and resizes the output. Only
-// bias shapes the epilogue takes (one per output feature) are accepted here;
-// prepare declines the others, a scalar bias, to the portable kernel.
-// `prepare`: at method load (see op_args.h).
-Status linear_args(const char* op, bool fused, bool prepare, Inputs in, Outputs out, LinearArgs* a) {
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, fused ? 7 : 3, 1));
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "input", &a->x));
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "weight", &a->w));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 2, "bias", &a->bias));
-  if (fused) {
-    KILN_RETURN_IF_ERROR(optional_tensor_arg(prepare, op, in, 3, "residual", &a->residual));
-    KILN_RETURN_IF_ERROR(activation_arg(op, in, 4, &a->act));
-  }
-  const Tensor &x = *a->x, &w = *a->w;
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, "input", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, w, "weight", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  KILN_CHECK_OR_RETURN(x.dim() >= 1, KernelFailure, "%s: input must be at least 1-D, got %s", op, describe(x).c_str());
-  KILN_CHECK_OR_RETURN(w.dim() == 2, KernelFailure, "%s: weight must be 2-D, got %s", op, describe(w).c_str());
-  a->n = w.size(0), a->k = w.size(1);
-  KILN_CHECK_OR_RETURN(x.size(-1) == a->k, KernelFailure, "%s: input %s and weight %s have different in_features", op,
-                       describe(x).c_str(), describe(w).c_str());
-  if (a->bias != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *a->bias, "bias", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(a->bias->dim() == 1 && a->bias->size(0) == a->n, NotSupported,
-                         "%s: bias %s is not one per output feature", op, describe(*a->bias).c_str());
-  }
-  Dims sizes(x.sizes());
-  sizes[sizes.n - 1] = a->n;
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  if (a->residual != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *a->residual, "residual", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(same_sizes(a->residual->sizes(), y.sizes()), KernelFailure,
-                         "%s: residual %s must have the output's shape %s", op, describe(*a->residual).c_str(),
-                         describe_sizes(y.sizes()).c_str());
-  }
-  a->m = prod(x.sizes(), 0, x.dim() - 1);
+// The arguments as the portable kernels check them (common/linear_args.h), and only the bias the
+// epilogue takes (one per output feature): prepare declines the others, a broadcast single element,
+// to the portable kernel. `prepare`: at method load (see tensor_arg).
+Status gemm_linear_args(const char* op, bool fused, bool prepare, Inputs in, Outputs out, LinearArgs* a) {
+  KILN_RETURN_IF_ERROR(linear_args(op, fused, prepare, in, out, a));
+  KILN_CHECK_OR_RETURN(a->bias == nullptr || (a->bias->dim() == 1 && a->bias->size(0) == a->n), NotSupported,
+                       "%s: bias %s is not one per output feature", op, describe(*a->bias).c_str());
   return Status::ok();
 }
 
@@ -74,18 +35,18 @@ struct LinearState {
 
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   LinearArgs a;
-  Status st = linear_args(op, fused, true, in, out, &a);
+  Status st = gemm_linear_args(op, fused, true, in, out, &a);
   // Malformed arguments: the portable kernel serves, and reports them at run.
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
-  KILN_CHECK_OR_RETURN(a.k > 0 && a.n > 0, NotSupported, "%s: empty weight %s", op, describe(*a.w).c_str());
+  KILN_CHECK_OR_RETURN(a.k > 0 && a.n > 0, NotSupported, "%s: empty weight %s", op, describe(*a.weight).c_str());
   auto s = std::make_unique<LinearState>();
   s->kernels = &f32_gemm_for(ctx.isa);
-  if (a.w->is_constant()) {
+  if (a.weight->is_constant()) {
     // B[k][n] = W[n][k].
-    Result<const float*> packed = prepack_b(ctx, *s->kernels, *a.w, 1, a.k, a.k, a.n);
+    Result<const float*> packed = prepack_b(ctx, *s->kernels, *a.weight, 1, a.k, a.k, a.n);
     if (!packed.ok()) return packed.status();
     s->packed = packed.value();
-    s->packed_from = a.w->data();
+    s->packed_from = a.weight->data();
   }
   s->scratch = gemm_worker_scratch_bytes(*s->kernels, a.n, s->packed != nullptr);
   ctx.worker_scratch_bytes = s->scratch;
@@ -96,8 +57,8 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
 Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out) {
   const auto& s = *static_cast<const LinearState*>(ctx.state);
   LinearArgs a;
-  KILN_RETURN_IF_ERROR(linear_args(op, fused, false, in, out, &a));
-  KILN_CHECK_OR_RETURN(s.packed == nullptr || a.w->data() == s.packed_from, KernelFailure,
+  KILN_RETURN_IF_ERROR(gemm_linear_args(op, fused, false, in, out, &a));
+  KILN_CHECK_OR_RETURN(s.packed == nullptr || a.weight->data() == s.packed_from, KernelFailure,
                        "%s: the weight is not the constant packed at load", op);
   GemmProblem p;
   p.m = a.m, p.n = a.n, p.k = a.k;
@@ -106,7 +67,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   if (s.packed != nullptr) {
     p.packed_b = s.packed;
   } else {
-    p.b = a.w->data_as<const float>(), p.b_rs = 1, p.b_cs = a.k;
+    p.b = a.weight->data_as<const float>(), p.b_rs = 1, p.b_cs = a.k;
   }
   p.bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   p.residual = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;

@@ -7,138 +7,48 @@
 #include <memory>
 
 #include "common/kernel_args.h"
+#include "common/matmul_args.h"
 #include "optimized/gemm_driver.h"
-#include "optimized/op_args.h"
 
 namespace kiln {
 namespace kernels {
 namespace optimized {
 namespace {
 
-// The product an instruction asks for, checked like the portable kernels and
-// with the output resized. `b` is the tensor behind p.b (strided B).
+// The product an instruction asks for, checked as the portable kernels check it
+// (common/matmul_args.h) and with the output resized. `b` is the tensor behind p.b.
 struct Product {
   GemmProblem p;
   const Tensor* b = nullptr;
 };
-// `prepare`: at method load (see op_args.h).
+// `prepare`: at method load (tensor arguments without storage, see kernel_args.h).
 using BuildFn = Status (*)(const char* op, bool prepare, Inputs in, Outputs out, Product* r);
 
-Status check_f32(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn, const Tensor& y) {
-  KILN_RETURN_IF_ERROR(check_dtype(op, a, an, ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, b, bn, ScalarType::Float32));
-  return check_dtype(op, y, "output", ScalarType::Float32);
-}
-
-// C[m, n] = A[m, k] @ B[k, n] for contiguous operands, `batch` of them one after the other.
-void contiguous_product(const Tensor& a, const Tensor& b, Tensor& y, int64_t batch, int64_t m, int64_t k, int64_t n,
-                        Product* r) {
+// The product of contiguous a and b that `s` describes, into y resized to its shape.
+Status contiguous_product(const char* op, const Tensor& a, const Tensor& b, Tensor& y, const MatmulShapes& s,
+                          Product* r) {
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, s.out_sizes.span()));
   GemmProblem& p = r->p;
-  p.m = m, p.n = n, p.k = k;
-  p.a = a.data_as<const float>(), p.lda = k;
-  p.b = b.data_as<const float>(), p.b_rs = n, p.b_cs = 1;
-  p.c = y.data_as<float>(), p.ldc = n;
-  if (batch != 1) {
-    p.batches.ndim = 1;
-    p.batches.sizes[0] = batch;
-    p.batches.a_strides[0] = m * k;
-    p.batches.b_strides[0] = k * n;
-    p.batches.c_stride = m * n;
-  }
+  p.m = s.m, p.n = s.n, p.k = s.k;
+  p.a = a.data_as<const float>(), p.lda = s.k;
+  p.b = b.data_as<const float>(), p.b_rs = s.n, p.b_cs = 1;
+  p.c = y.data_as<float>(), p.ldc = s.n;
+  p.batches.ndim = s.batch_ndim;
+  std::copy(s.batch_sizes, s.batch_sizes + s.batch_ndim, p.batches.sizes);
+  std::copy(s.a_batch_strides, s.a_batch_strides + s.batch_ndim, p.batches.a_strides);
+  std::copy(s.b_batch_strides, s.b_batch_strides + s.batch_ndim, p.batches.b_strides);
+  p.batches.c_stride = s.c_batch_stride;
   r->b = &b;
-}
-
-// [M, K] @ [K, N] of the tensor arguments a and b (named an, bn), into the resized output.
-Status matrix_product(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn, Tensor& y,
-                      Product* r) {
-  KILN_RETURN_IF_ERROR(check_f32(op, a, an, b, bn, y));
-  KILN_CHECK_OR_RETURN(a.dim() == 2, KernelFailure, "%s: %s must be 2-D, got %s", op, an, describe(a).c_str());
-  KILN_CHECK_OR_RETURN(b.dim() == 2, KernelFailure, "%s: %s must be 2-D, got %s", op, bn, describe(b).c_str());
-  KILN_CHECK_OR_RETURN(a.size(1) == b.size(0), KernelFailure, "%s: cannot multiply %s by %s", op, describe(a).c_str(),
-                       describe(b).c_str());
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  const int64_t sizes[2] = {m, n};
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, {sizes, 2}));
-  contiguous_product(a, b, y, 1, m, k, n, r);
   return Status::ok();
 }
 
-Status build_mm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
+// mm, bmm and matmul (1-D operands and broadcast batch dims, as the portable kernel).
+template <MatmulArgsFn kReadArgs>
+Status build_product(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
   const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "mat2", &b));
-  return matrix_product(op, *a, "self", *b, "mat2", *out[0], r);
-}
-
-Status build_bmm(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
-  const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "mat2", &b));
-  KILN_RETURN_IF_ERROR(check_f32(op, *a, "self", *b, "mat2", *out[0]));
-  KILN_CHECK_OR_RETURN(a->dim() == 3, KernelFailure, "%s: self must be 3-D, got %s", op, describe(*a).c_str());
-  KILN_CHECK_OR_RETURN(b->dim() == 3, KernelFailure, "%s: mat2 must be 3-D, got %s", op, describe(*b).c_str());
-  KILN_CHECK_OR_RETURN(a->size(0) == b->size(0) && a->size(2) == b->size(1), KernelFailure,
-                       "%s: cannot multiply %s by %s", op, describe(*a).c_str(), describe(*b).c_str());
-  const int64_t batch = a->size(0), m = a->size(1), k = a->size(2), n = b->size(2);
-  const int64_t sizes[3] = {batch, m, n};
-  KILN_RETURN_IF_ERROR(resize_output(op, out[0], {sizes, 3}));
-  contiguous_product(*a, *b, *out[0], batch, m, k, n, r);
-  return Status::ok();
-}
-
-// torch.matmul: 1-D operands (a row vector [1, K] / a column [K, 1], the unit
-// dim dropped again) and broadcast batch dims, as the portable kernel.
-Status build_matmul(const char* op, bool prepare, Inputs in, Outputs out, Product* r) {
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
-  const Tensor *a, *b;
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 0, "self", &a));
-  KILN_RETURN_IF_ERROR(tensor_arg(prepare, op, in, 1, "other", &b));
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_f32(op, *a, "self", *b, "other", y));
-  const int ad = a->dim(), bd = b->dim();
-  KILN_CHECK_OR_RETURN(ad >= 1 && bd >= 1, KernelFailure, "%s: both arguments must be at least 1-D, got %s and %s",
-                       op, describe(*a).c_str(), describe(*b).c_str());
-  const int64_t m = ad == 1 ? 1 : a->size(-2), k = a->size(-1);
-  const int64_t kb = bd == 1 ? b->size(0) : b->size(-2), n = bd == 1 ? 1 : b->size(-1);
-  KILN_CHECK_OR_RETURN(k == kb, KernelFailure, "%s: cannot multiply %s by %s", op, describe(*a).c_str(),
-                       describe(*b).c_str());
-  GemmProblem& p = r->p;
-  const int a_batch = std::max(ad - 2, 0), b_batch = std::max(bd - 2, 0);
-  const int nb = std::max(a_batch, b_batch);
-  Dims sizes;
-  int64_t a_stride = m * k, b_stride = k * n;  // strides of the innermost batch dim
-  for (int d = nb - 1; d >= 0; --d) {
-    const int da = d - (nb - a_batch), db = d - (nb - b_batch);
-    const int64_t sa = da >= 0 ? a->sizes()[da] : 1, sb = db >= 0 ? b->sizes()[db] : 1;
-    KILN_CHECK_OR_RETURN(sa == sb || sa == 1 || sb == 1, KernelFailure,
-                         "%s: batch dims of %s and %s are not broadcastable", op, describe(*a).c_str(),
-                         describe(*b).c_str());
-    p.batches.sizes[d] = sa == 0 || sb == 0 ? 0 : std::max(sa, sb);
-    p.batches.a_strides[d] = sa == 1 ? 0 : a_stride;
-    p.batches.b_strides[d] = sb == 1 ? 0 : b_stride;
-    a_stride *= sa;
-    b_stride *= sb;
-  }
-  for (int d = 0; d < nb; ++d) sizes.push(p.batches.sizes[d]);
-  if (ad >= 2) sizes.push(m);
-  if (bd >= 2) sizes.push(n);
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-
-  p.batches.ndim = nb;
-  p.batches.c_stride = m * n;
-  p.m = m, p.n = n, p.k = k;
-  if (bd <= 2 && ad >= 3) {
-    // [..., M, K] @ [K, N]: the batch dims of self are just more rows.
-    p.batches.ndim = 0;
-    p.m = m * prod(a->sizes(), 0, ad - 2);
-  }
-  p.a = a->data_as<const float>(), p.lda = k;
-  p.b = b->data_as<const float>(), p.b_rs = n, p.b_cs = 1;
-  p.c = y.data_as<float>(), p.ldc = n;
-  r->b = b;
-  return Status::ok();
+  MatmulShapes s;
+  KILN_RETURN_IF_ERROR(kReadArgs(op, prepare, in, out, &a, &b, &s));
+  return contiguous_product(op, *a, *b, *out[0], s, r);
 }
 
 // beta * self + alpha * (mat1 @ mat2): self joins the epilogue as a residual
@@ -155,7 +65,9 @@ Status build_addmm(const char* op, bool prepare, Inputs in, Outputs out, Product
   KILN_RETURN_IF_ERROR(scalar_arg(op, in, 3, "beta", &beta));
   KILN_RETURN_IF_ERROR(scalar_arg(op, in, 4, "alpha", &alpha));
   KILN_RETURN_IF_ERROR(check_dtype(op, *self, "self", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(matrix_product(op, *a, "mat1", *b, "mat2", *out[0], r));
+  MatmulShapes shapes;
+  KILN_RETURN_IF_ERROR(mm_shapes(op, *a, "mat1", *b, "mat2", *out[0], &shapes));
+  KILN_RETURN_IF_ERROR(contiguous_product(op, *a, *b, *out[0], shapes, r));
   GemmProblem& p = r->p;
   p.alpha = static_cast<float>(alpha);
   if (beta == 0.0) return Status::ok();
@@ -223,17 +135,19 @@ constexpr const char* kMatmul = "aten::matmul.default";
 constexpr const char* kAddmm = "aten::addmm.default";
 
 Status mm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kMm, build_mm, ctx, in, out, state);
+  return prepare(kMm, build_product<mm_args>, ctx, in, out, state);
 }
-Status mm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMm, build_mm, ctx, in, out); }
+Status mm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMm, build_product<mm_args>, ctx, in, out); }
 Status bmm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kBmm, build_bmm, ctx, in, out, state);
+  return prepare(kBmm, build_product<bmm_args>, ctx, in, out, state);
 }
-Status bmm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kBmm, build_bmm, ctx, in, out); }
+Status bmm_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kBmm, build_product<bmm_args>, ctx, in, out); }
 Status matmul_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
-  return prepare(kMatmul, build_matmul, ctx, in, out, state);
+  return prepare(kMatmul, build_product<matmul_args>, ctx, in, out, state);
 }
-Status matmul_run(KernelContext& ctx, Inputs in, Outputs out) { return run(kMatmul, build_matmul, ctx, in, out); }
+Status matmul_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return run(kMatmul, build_product<matmul_args>, ctx, in, out);
+}
 Status addmm_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
   return prepare(kAddmm, build_addmm, ctx, in, out, state);
 }

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "common/kernel_args.h"
-#include "common/window.h"
+#include "common/pool2d_args.h"
 #include "kiln/thread_pool.h"
 #include "optimized/f32_pool.h"
 
@@ -17,22 +16,15 @@ namespace {
 
 Status adaptive_avg_pool2d_run(KernelContext& ctx, Inputs in, Outputs out) {
   constexpr const char* op = "aten::adaptive_avg_pool2d.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
-  const Tensor* x;
-  int64_t os[2];
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "output_size", os));
+  AdaptivePool2dArgs args;
+  KILN_RETURN_IF_ERROR(adaptive_avg_pool2d_args(op, in, out, &args));
   Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  PoolInput pi;
-  KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
-  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0, KernelFailure, "%s: output_size must be non-negative", op);
-  const int64_t oh = os[0], ow = os[1], h = pi.h, w = pi.w;
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
   if (y.numel() == 0) return Status::ok();
+  const PoolInput& pi = args.input;
+  const int64_t oh = args.oh, ow = args.ow, h = pi.h, w = pi.w;
 
   const F32PoolKernels& k = f32_pool_for(ctx.isa);
-  const float* xp = x->data_as<const float>();
+  const float* xp = args.x->data_as<const float>();
   float* yp = y.data_as<float>();
   if (oh == 1 && ow == 1) {  // global average pooling: one mean per plane
     parallel_for(pi.planes, grain_for(h * w), [&](int64_t p0, int64_t p1) { k.mean_rows(xp + p0 * h * w, p1 - p0, h * w, yp + p0); });
@@ -62,48 +54,19 @@ Status adaptive_avg_pool2d_run(KernelContext& ctx, Inputs in, Outputs out) {
 // pools (only hostile or absurd geometries) are left to the portable kernel.
 constexpr int64_t kMaxRowFloats = int64_t{1} << 22;
 
-struct Pool {
+struct Pool : Pool2dArgs {
   bool max = true;
-  Window wh, ww;
-  PoolInput pi;
-  bool ceil_mode = false, count_include_pad = true, has_divisor = false;
-  int64_t divisor = 0;
   // The padded row: input column c sits at ww.pad + c; the window of output j starts at j * stride.
   int64_t row_len() const {
-    return std::max(ww.pad + pi.w, (ww.out - 1) * ww.stride + (ww.kernel - 1) * ww.dilation + 1);
+    return std::max(ww.pad + input.w, (ww.out - 1) * ww.stride + (ww.kernel - 1) * ww.dilation + 1);
   }
   int64_t dense_len() const { return (ww.out - 1) * ww.stride + 1; }
 };
 
-// Reads and checks the arguments like the portable kernels and resizes the output (at run; at
-// prepare, the input has sizes but no data yet and the output is left alone).
+// Reads and checks the arguments as the portable kernels do (common/pool2d_args.h).
 Status pool_args(const char* op, bool max, bool at_prepare, Inputs in, Outputs out, Pool* p) {
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, max ? 6 : 7, 1));
-  const Tensor* x;
-  int64_t k[2], s[2], pad[2], dil[2] = {1, 1};
-  bool stride_empty;
-  KILN_RETURN_IF_ERROR(at_prepare ? prepare_tensor_arg(op, in, 0, "self", &x) : tensor_arg(op, in, 0, "self", &x));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "kernel_size", k));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 2, "stride", s, /*empty_ok=*/true, &stride_empty));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 3, "padding", pad));
-  if (max) {
-    KILN_RETURN_IF_ERROR(pair_arg(op, in, 4, "dilation", dil));
-    KILN_RETURN_IF_ERROR(bool_arg(op, in, 5, "ceil_mode", &p->ceil_mode));
-  } else {
-    KILN_RETURN_IF_ERROR(bool_arg(op, in, 4, "ceil_mode", &p->ceil_mode));
-    KILN_RETURN_IF_ERROR(bool_arg(op, in, 5, "count_include_pad", &p->count_include_pad));
-    KILN_RETURN_IF_ERROR(optional_int_arg(op, in, 6, "divisor_override", &p->divisor, &p->has_divisor));
-    KILN_CHECK_OR_RETURN(!p->has_divisor || p->divisor != 0, KernelFailure, "%s: divisor_override must not be zero", op);
-  }
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(pool_input(op, *x, &p->pi));
-  if (stride_empty) s[0] = k[0], s[1] = k[1];
   p->max = max;
-  KILN_RETURN_IF_ERROR(window_geometry(op, "height", p->pi.h, k[0], s[0], pad[0], dil[0], p->ceil_mode, true, &p->wh));
-  KILN_RETURN_IF_ERROR(window_geometry(op, "width", p->pi.w, k[1], s[1], pad[1], dil[1], p->ceil_mode, true, &p->ww));
-  if (at_prepare) return Status::ok();
-  return resize_output(op, &y, pool_output_sizes(*x, p->wh.out, p->ww.out).span());
+  return pool2d_args(op, max ? Pool2d::Max : Pool2d::Avg, at_prepare, in, out, p);
 }
 
 struct PoolState {
@@ -144,11 +107,11 @@ Status pool_run(KernelContext& ctx, const char* op, bool max, Inputs in, Outputs
   if (y.numel() == 0) return Status::ok();
   const F32PoolKernels& k = f32_pool_for(ctx.isa);
   const float fill = max ? -std::numeric_limits<float>::infinity() : 0.0f;
-  const int64_t h = p.pi.h, w = p.pi.w, oh = p.wh.out, ow = p.ww.out, pad = p.ww.pad;
+  const int64_t h = p.input.h, w = p.input.w, oh = p.wh.out, ow = p.ww.out, pad = p.ww.pad;
   const float* xp = in[0]->tensor->data_as<const float>();
   float* yp = y.data_as<float>();
   const int64_t taps = sat_mul(std::min(p.wh.kernel, h), std::min(p.ww.kernel, w));
-  parallel_for(p.pi.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
+  parallel_for(p.input.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
     float* row = static_cast<float*>(worker_scratch(ctx));
     float* dense = row + row_len;
     std::fill(row, row + row_len, fill);  // the padding columns keep the neutral value

@@ -20,7 +20,7 @@ Status mean_args(bool at_prepare, Inputs in, Outputs out, bool* trailing, int64_
   Span<const int64_t> dims;
   bool dims_given, keepdim, dtype_given;
   ScalarType dtype = ScalarType::Float32;
-  KILN_RETURN_IF_ERROR(at_prepare ? prepare_tensor_arg(kOp, in, 0, "self", &x) : tensor_arg(kOp, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(tensor_arg(at_prepare, kOp, in, 0, "self", &x));
   KILN_RETURN_IF_ERROR(optional_int_list_arg(kOp, in, 1, "dim", &dims, &dims_given));
   KILN_RETURN_IF_ERROR(bool_arg(kOp, in, 2, "keepdim", &keepdim));
   KILN_RETURN_IF_ERROR(optional_dtype_arg(kOp, in, 3, "dtype", &dtype, &dtype_given));

@@ -1,7 +1,7 @@
 // Optimized float32 aten::_softmax.default and aten::_log_softmax.default, over any dim.
 #include <algorithm>
 
-#include "common/kernel_args.h"
+#include "common/softmax_args.h"
 #include "kiln/thread_pool.h"
 #include "optimized/f32_softmax.h"
 
@@ -13,22 +13,12 @@ namespace {
 constexpr int64_t kColumnsPerTask = 64;  // neighbouring columns of a strided softmax per task
 
 Status softmax_common(KernelContext& ctx, const char* op, bool log, Inputs in, Outputs out) {
-  const Tensor* x;
-  int64_t dim;
-  bool half_to_float;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(int_arg(op, in, 1, "dim", &dim));
-  KILN_RETURN_IF_ERROR(bool_arg(op, in, 2, "half_to_float", &half_to_float));
-  KILN_CHECK_OR_RETURN(!half_to_float, KernelFailure, "%s: half_to_float is only supported for f16 inputs", op);
-  int64_t d;
-  KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
-  if (x->numel() == 0) return Status::ok();
-  const int nd = x->dim();
-  const int64_t len = nd == 0 ? 1 : x->sizes()[d];
-  const int64_t outer = nd == 0 ? 1 : prod(x->sizes(), 0, static_cast<int>(d));
-  const int64_t inner = nd == 0 ? 1 : prod(x->sizes(), static_cast<int>(d) + 1, nd);
+  SoftmaxArgs a;
+  KILN_RETURN_IF_ERROR(softmax_args(op, in, out, &a));
+  if (a.x->numel() == 0) return Status::ok();
+  const int64_t outer = a.outer, len = a.len, inner = a.inner;
   const F32SoftmaxKernels& k = f32_softmax_for(ctx.isa);
-  const float* xp = x->data_as<const float>();
+  const float* xp = a.x->data_as<const float>();
   float* yp = out[0]->data_as<float>();
   if (inner == 1) {
     parallel_for(outer, grain_for(len), [&](int64_t r0, int64_t r1) {

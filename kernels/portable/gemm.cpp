@@ -238,6 +238,21 @@ void gemm(const GemmProblem& p) noexcept {
   });
 }
 
+void gemm_contiguous(const MatmulShapes& s, const float* a, const float* b, float* c) noexcept {
+  GemmProblem p;
+  p.m = s.m, p.n = s.n, p.k = s.k;
+  p.a = a, p.a_rs = s.k, p.a_cs = 1;
+  p.b = b, p.b_rs = s.n, p.b_cs = 1;
+  p.c = c, p.c_rs = s.n;
+  p.overwrite = true;
+  p.batch_ndim = s.batch_ndim;
+  std::copy(s.batch_sizes, s.batch_sizes + s.batch_ndim, p.batch_sizes);
+  std::copy(s.a_batch_strides, s.a_batch_strides + s.batch_ndim, p.a_batch_strides);
+  std::copy(s.b_batch_strides, s.b_batch_strides + s.batch_ndim, p.b_batch_strides);
+  p.c_batch_stride = s.c_batch_stride;
+  gemm(p);
+}
+
 }  // namespace portable
 }  // namespace kernels
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "common/matmul_args.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -50,6 +51,9 @@ struct GemmProblem {
 // Runs the problem on the runtime's thread pool. No heap allocation: packed
 // panels live on the stack of each worker (80 KiB).
 void gemm(const GemmProblem& p) noexcept;
+
+// C = A @ B for contiguous A, B and C with the shapes and batch layout of `s` (mm, bmm, matmul).
+void gemm_contiguous(const MatmulShapes& s, const float* a, const float* b, float* c) noexcept;
 
 }  // namespace portable
 }  // namespace kernels

@@ -1,11 +1,7 @@
 // Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid.
-#include <algorithm>
-#include <cstring>
-
 #include "common/activation.h"
 #include "common/elementwise.h"
 #include "common/kernel_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {
@@ -36,8 +32,9 @@ Status unary_float_activation(const char* op, Inputs in, Outputs out, F f) {
 
 // Clamps to [lo, hi]; NaN passes through, and lo > hi yields hi, as in PyTorch.
 template <typename T>
-void clamp_into(const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
-  const T l = saturate_cast<T>(lo), h = saturate_cast<T>(hi);
+void clamp_into(const Tensor& x, Tensor& y, const ClampBounds& b) {
+  const T l = saturate_cast<T>(b.lo), h = saturate_cast<T>(b.hi);
+  const bool has_lo = b.has_lo, has_hi = b.has_hi;
   map_elements<T>(x, y, [=](T v) {
     if (has_lo && v < l) v = l;
     if (has_hi && v > h) v = h;
@@ -45,8 +42,8 @@ void clamp_into(const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi,
   });
 }
 
-Status clamp_common(const char* op, const Tensor& x, Tensor& y, bool has_lo, double lo, bool has_hi, double hi) {
-  const bool ok = dispatch_real(x.dtype(), [&](auto tag) { clamp_into<decltype(tag)>(x, y, has_lo, lo, has_hi, hi); });
+Status clamp_common(const char* op, const Tensor& x, Tensor& y, const ClampBounds& b) {
+  const bool ok = dispatch_real(x.dtype(), [&](auto tag) { clamp_into<decltype(tag)>(x, y, b); });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype %s", op, describe(x).c_str());
   return Status::ok();
 }
@@ -57,29 +54,25 @@ Status relu_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::relu.default";
   const Tensor* x;
   KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
-  return clamp_common(op, *x, *out[0], true, 0.0, false, 0.0);
+  ClampBounds at_zero;
+  at_zero.has_lo = true;
+  return clamp_common(op, *x, *out[0], at_zero);
 }
 
 Status hardtanh_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::hardtanh.default";
   const Tensor* x;
-  double lo, hi;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "min_val", &lo));
-  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "max_val", &hi));
-  return clamp_common(op, *x, *out[0], true, lo, true, hi);
+  ClampBounds b;
+  KILN_RETURN_IF_ERROR(hardtanh_args(op, in, out, &x, &b));
+  return clamp_common(op, *x, *out[0], b);
 }
 
 Status clamp_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::clamp.default";
   const Tensor* x;
-  double lo = 0, hi = 0;
-  bool has_lo, has_hi;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 1, "min", &lo, &has_lo));
-  KILN_RETURN_IF_ERROR(optional_scalar_arg(op, in, 2, "max", &hi, &has_hi));
-  KILN_CHECK_OR_RETURN(has_lo || has_hi, KernelFailure, "%s: at least one of min and max must be given", op);
-  return clamp_common(op, *x, *out[0], has_lo, lo, has_hi, hi);
+  ClampBounds b;
+  KILN_RETURN_IF_ERROR(clamp_args(op, in, out, &x, &b));
+  return clamp_common(op, *x, *out[0], b);
 }
 
 Status sigmoid_run(KernelContext&, Inputs in, Outputs out) {
@@ -101,14 +94,8 @@ Status hardsigmoid_run(KernelContext&, Inputs in, Outputs out) {
 Status gelu_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::gelu.default";
   const Tensor* x;
-  const char* mode;
-  size_t len;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, &x));
-  KILN_RETURN_IF_ERROR(string_arg(op, in, 1, "approximate", &mode, &len));
-  const bool none = len == 4 && std::memcmp(mode, "none", 4) == 0;
-  const bool tanh = len == 4 && std::memcmp(mode, "tanh", 4) == 0;
-  KILN_CHECK_OR_RETURN(none || tanh, KernelFailure, "%s: approximate must be \"none\" or \"tanh\", got \"%.*s\"", op,
-                       static_cast<int>(std::min<size_t>(len, 64)), mode);  // a corrupt string may be long
+  bool tanh;
+  KILN_RETURN_IF_ERROR(gelu_args(op, in, out, &x, &tanh));
   if (tanh) return float_activation(op, *x, *out[0], [](auto v) { return act::gelu_tanh(v); });
   return float_activation(op, *x, *out[0], [](auto v) { return act::gelu(v); });
 }

@@ -1,7 +1,5 @@
 // aten::adaptive_avg_pool2d.default: mean over floor/ceil-split regions to a fixed output size.
-#include "common/kernel_args.h"
-#include "common/window.h"
-#include "portable/portable_ops.h"
+#include "common/pool2d_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -9,21 +7,14 @@ namespace portable {
 
 Status adaptive_avg_pool2d_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::adaptive_avg_pool2d.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
-  const Tensor* x;
-  int64_t os[2];
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "output_size", os));
+  AdaptivePool2dArgs args;
+  KILN_RETURN_IF_ERROR(adaptive_avg_pool2d_args(op, in, out, &args));
   Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  PoolInput pi;
-  KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
-  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0, KernelFailure, "%s: output_size must be non-negative", op);
-  const int64_t oh = os[0], ow = os[1], h = pi.h, w = pi.w;
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
   if (y.numel() == 0) return Status::ok();
+  const PoolInput& pi = args.input;
+  const int64_t oh = args.oh, ow = args.ow, h = pi.h, w = pi.w;
 
-  const float* xp = x->data_as<const float>();
+  const float* xp = args.x->data_as<const float>();
   float* yp = y.data_as<float>();
   // Region bounds are floor(i * h / oh) and ceil((i + 1) * h / oh); the
   // products are formed without overflow (output_size comes from the file).

@@ -1,8 +1,8 @@
 // aten::addmm.default: beta * self + alpha * (mat1 @ mat2), self broadcast to [M, N].
 #include "portable/gemm.h"
 #include "common/kernel_args.h"
+#include "common/matmul_args.h"
 #include "common/broadcast.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {
@@ -20,17 +20,10 @@ Status addmm_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(scalar_arg(op, in, 4, "alpha", &alpha));
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_dtype(op, *self, "self", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, *a, "mat1", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, *b, "mat2", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  KILN_CHECK_OR_RETURN(a->dim() == 2, KernelFailure, "%s: mat1 must be 2-D, got %s", op, describe(*a).c_str());
-  KILN_CHECK_OR_RETURN(b->dim() == 2, KernelFailure, "%s: mat2 must be 2-D, got %s", op, describe(*b).c_str());
-  KILN_CHECK_OR_RETURN(a->size(1) == b->size(0), KernelFailure, "%s: cannot multiply %s by %s", op,
-                       describe(*a).c_str(), describe(*b).c_str());
-  const int64_t m = a->size(0), k = a->size(1), n = b->size(1);
-  Dims sizes;
-  sizes.push(m);
-  sizes.push(n);
+  MatmulShapes shapes;
+  KILN_RETURN_IF_ERROR(mm_shapes(op, *a, "mat1", *b, "mat2", y, &shapes));
+  const int64_t m = shapes.m, k = shapes.k, n = shapes.n;
+  const Dims& sizes = shapes.out_sizes;
   KILN_CHECK_OR_RETURN(self->dim() <= 2, KernelFailure, "%s: self %s does not broadcast to [%lld, %lld]", op,
                        describe(*self).c_str(), static_cast<long long>(m), static_cast<long long>(n));
   for (int d = 0; d < self->dim(); ++d) {

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "common/kernel_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -7,7 +7,6 @@
 
 #include "common/kernel_args.h"
 #include "common/elementwise.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -1,7 +1,6 @@
 // aten::cat.default: concatenation along one dim (legacy empty 1-D inputs are skipped).
 #include "common/kernel_args.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

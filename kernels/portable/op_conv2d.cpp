@@ -1,23 +1,18 @@
-// aten::conv2d.default: grouped 2-D convolution (implicit-im2col GEMM, direct depthwise).
-#include "portable/conv2d.h"
-
+// aten::conv2d.default and kiln::fused_conv2d.default (act(conv2d + residual), the operator the
+// exporter's fusion passes produce): grouped 2-D convolution (implicit-im2col GEMM, direct depthwise).
 #include <algorithm>
 
-#include "common/window.h"
+#include "common/conv2d_args.h"
 #include "portable/gemm.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {
 namespace portable {
 namespace {
 
-struct ConvGeom {
+// A validated convolution and its input.
+struct ConvGeom : Conv2dShape {
   const float* x;
-  int64_t c, h, w;       // input channels and spatial size
-  int64_t groups, cin_g;  // groups and input channels per group
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  int64_t oh, ow;
 };
 
 // Packs the im2col block rows [k0, k0+kc) x columns [n0, n0+nc) of batch
@@ -57,11 +52,10 @@ void pack_im2col(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t
 
 // Depthwise (one input channel per group): each output plane is a sum of
 // shifted, scaled input rows (onto bias + residual); the innermost loop runs along an output row.
-void depthwise(const ConvGeom& g, int64_t images, int64_t cout, const float* weight, const float* bias,
-               const float* residual, float* y) {
-  const int64_t mult = cout / g.c;
+void depthwise(const ConvGeom& g, const float* weight, const float* bias, const float* residual, float* y) {
+  const int64_t cout = g.cout, mult = cout / g.c;
   const int64_t plane_work = sat_mul(g.oh * g.ow, g.kh * g.kw);
-  parallel_for(images * cout, grain_for(plane_work), [&](int64_t begin, int64_t end) {
+  parallel_for(g.images * cout, grain_for(plane_work), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const int64_t image = p / cout, co = p % cout, ci = co / mult;
       const float* xp = g.x + (image * g.c + ci) * g.h * g.w;
@@ -99,122 +93,78 @@ void depthwise(const ConvGeom& g, int64_t images, int64_t cout, const float* wei
   });
 }
 
-}  // namespace
-
-Status conv2d_params(const char* op, Inputs in, size_t i, Conv2dParams* p) {
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, i, "stride", p->stride));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, i + 1, "padding", p->pad));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, i + 2, "dilation", p->dil));
-  return int_arg(op, in, i + 3, "groups", &p->groups);
-}
-
-Status conv2d_forward(const char* op, const Tensor& x, const Tensor& wt, const Tensor* bias, const Tensor* residual,
-                      const Conv2dParams& cp, Tensor& y) {
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, "input", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, wt, "weight", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-
-  KILN_CHECK_OR_RETURN(x.dim() == 3 || x.dim() == 4, KernelFailure, "%s: input must be 3-D or 4-D, got %s", op,
-                       describe(x).c_str());
-  KILN_CHECK_OR_RETURN(wt.dim() == 4, KernelFailure, "%s: weight must be 4-D, got %s", op, describe(wt).c_str());
-  const int64_t groups = cp.groups;
-  KILN_CHECK_OR_RETURN(groups > 0, KernelFailure, "%s: groups must be positive, got %lld", op,
-                       static_cast<long long>(groups));
-  const bool batched = x.dim() == 4;
-  const int64_t images = batched ? x.size(0) : 1;
-  const int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
-  const int64_t cout = wt.size(0), cin_g = wt.size(1), kh = wt.size(2), kw = wt.size(3);
-  // Division only: groups may be any positive int64, so cin_g * groups could overflow.
-  KILN_CHECK_OR_RETURN(c % groups == 0 && cout % groups == 0 && cin_g == c / groups, KernelFailure,
-                       "%s: input %s and weight %s do not match groups=%lld", op, describe(x).c_str(),
-                       describe(wt).c_str(), static_cast<long long>(groups));
-  if (bias != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *bias, "bias", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(bias->dim() == 1 && bias->size(0) == cout, KernelFailure, "%s: bias must be [%lld], got %s",
-                         op, static_cast<long long>(cout), describe(*bias).c_str());
-  }
-  Window wh, ww;
-  KILN_RETURN_IF_ERROR(window_geometry(op, "height", h, kh, cp.stride[0], cp.pad[0], cp.dil[0], false, false, &wh));
-  KILN_RETURN_IF_ERROR(window_geometry(op, "width", w, kw, cp.stride[1], cp.pad[1], cp.dil[1], false, false, &ww));
-  const int64_t oh = wh.out, ow = ww.out;
-
-  Dims sizes;
-  if (batched) sizes.push(images);
-  sizes.push(cout);
-  sizes.push(oh);
-  sizes.push(ow);
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  if (residual != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *residual, "residual", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(same_sizes(residual->sizes(), y.sizes()), KernelFailure,
-                         "%s: residual must have the output's shape %s, got %s", op,
-                         describe_sizes(y.sizes()).c_str(), describe(*residual).c_str());
-  }
-  if (y.numel() == 0) return Status::ok();
-
-  const ConvGeom g{x.data_as<const float>(), c, h, w, groups, cin_g, kh, kw, cp.stride[0], cp.stride[1],
-                   cp.pad[0], cp.pad[1], cp.dil[0], cp.dil[1], oh, ow};
-  const float* wp = wt.data_as<const float>();
-  const float* bp = bias != nullptr ? bias->data_as<const float>() : nullptr;
-  const float* rp = residual != nullptr ? residual->data_as<const float>() : nullptr;
-  float* yp = y.data_as<float>();
-  if (cin_g == 1 && groups > 1) {
-    depthwise(g, images, cout, wp, bp, rp, yp);
-    return Status::ok();
-  }
-
+// One GEMM per (image, group): [cout_g, cin_g*kh*kw] @ [cin_g*kh*kw, oh*ow], onto bias + residual.
+void conv_gemm(const ConvGeom& g, const float* weight, const float* bias, const float* residual, float* y) {
+  const int64_t cout = g.cout, cout_g = cout / g.groups, hw = g.oh * g.ow;
   // C starts as residual + bias (when given); the GEMM accumulates onto it.
-  const int64_t cout_g = cout / groups, hw = oh * ow;
-  if (bp != nullptr || rp != nullptr) {
-    parallel_for(images * cout, grain_for(hw), [&](int64_t b0, int64_t b1) {
+  if (bias != nullptr || residual != nullptr) {
+    parallel_for(g.images * cout, grain_for(hw), [&](int64_t b0, int64_t b1) {
       for (int64_t p = b0; p < b1; ++p) {
-        float* plane = yp + p * hw;
-        const float b = bp != nullptr ? bp[p % cout] : 0.0f;
-        if (rp == nullptr) {
+        float* plane = y + p * hw;
+        const float b = bias != nullptr ? bias[p % cout] : 0.0f;
+        if (residual == nullptr) {
           std::fill(plane, plane + hw, b);
         } else {
-          for (int64_t i = 0; i < hw; ++i) plane[i] = rp[p * hw + i] + b;
+          for (int64_t i = 0; i < hw; ++i) plane[i] = residual[p * hw + i] + b;
         }
       }
     });
   }
-  // One GEMM per (image, group): [cout_g, cin_g*kh*kw] @ [cin_g*kh*kw, oh*ow].
   GemmProblem p;
-  p.m = cout_g, p.n = hw, p.k = cin_g * kh * kw;
-  p.a = wp, p.a_rs = p.k, p.a_cs = 1;
-  p.c = yp, p.c_rs = hw;
-  p.overwrite = bp == nullptr && rp == nullptr;
+  p.m = cout_g, p.n = hw, p.k = g.cin_g * g.kh * g.kw;
+  p.a = weight, p.a_rs = p.k, p.a_cs = 1;
+  p.c = y, p.c_rs = hw;
+  p.overwrite = bias == nullptr && residual == nullptr;
   p.batch_ndim = 2;
-  p.batch_sizes[0] = images, p.batch_sizes[1] = groups;
+  p.batch_sizes[0] = g.images, p.batch_sizes[1] = g.groups;
   p.a_batch_strides[0] = 0, p.a_batch_strides[1] = cout_g * p.k;
   p.c_batch_stride = cout_g * hw;
-  const bool pointwise = kh == 1 && kw == 1 && cp.stride[0] == 1 && cp.stride[1] == 1 && cp.pad[0] == 0 &&
-                         cp.pad[1] == 0;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
   if (pointwise) {
     // 1x1 convolution: the input planes already are the B matrix.
-    p.b = g.x, p.b_rs = h * w, p.b_cs = 1;
-    p.b_batch_strides[0] = c * h * w, p.b_batch_strides[1] = cin_g * h * w;
+    p.b = g.x, p.b_rs = g.h * g.w, p.b_cs = 1;
+    p.b_batch_strides[0] = g.c * g.h * g.w, p.b_batch_strides[1] = g.cin_g * g.h * g.w;
   } else {
     p.pack_b = pack_im2col;
     p.pack_b_ctx = &g;
   }
   gemm(p);
+}
+
+// y (resized by conv2d_args) onto bias and residual, then the activation.
+void conv2d_forward(const Conv2dArgs& a, Tensor& y) {
+  if (y.numel() == 0) return;
+  const ConvGeom g{a.shape, a.x->data_as<const float>()};
+  const float* weight = a.weight->data_as<const float>();
+  const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
+  const float* residual = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;
+  float* yp = y.data_as<float>();
+  if (g.cin_g == 1 && g.groups > 1) {
+    depthwise(g, weight, bias, residual, yp);
+  } else {
+    conv_gemm(g, weight, bias, residual, yp);
+  }
+  apply_activation(a.act, yp, y.numel());
+}
+
+Status conv2d(const char* op, bool fused, Inputs in, Outputs out) {
+  Conv2dArgs a;
+  KILN_RETURN_IF_ERROR(conv2d_args(op, fused, /*at_prepare=*/false, in, out, &a));
+  conv2d_forward(a, *out[0]);
   return Status::ok();
 }
 
-Status conv2d_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::conv2d.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 7, 1));
-  const Tensor *x, *w, *bias;
-  Conv2dParams params;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "input", &x));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "weight", &w));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 2, "bias", &bias));
-  KILN_RETURN_IF_ERROR(conv2d_params(op, in, 3, &params));
-  return conv2d_forward(op, *x, *w, bias, nullptr, params, *out[0]);
+}  // namespace
+
+Status conv2d_run(KernelContext&, Inputs in, Outputs out) { return conv2d("aten::conv2d.default", false, in, out); }
+// (input, weight, bias?, residual?, stride, padding, dilation, groups, activation, act_min, act_max)
+Status fused_conv2d_run(KernelContext&, Inputs in, Outputs out) {
+  return conv2d("kiln::fused_conv2d.default", true, in, out);
 }
 
 KILN_REGISTER_KERNEL("aten::conv2d.default", "f32,f32|f32,f32,f32", conv2d_run);
+// The dtypes of the tensors present: input and weight, then bias and/or residual.
+KILN_REGISTER_KERNEL("kiln::fused_conv2d.default", "f32,f32|f32,f32,f32|f32,f32,f32,f32", fused_conv2d_run);
 
 }  // namespace portable
 }  // namespace kernels

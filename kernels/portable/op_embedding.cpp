@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "common/kernel_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -1,7 +1,6 @@
 // aten::expand.default: broadcast to a larger shape, materialised as a copy.
 #include "common/kernel_args.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

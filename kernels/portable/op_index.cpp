@@ -8,7 +8,6 @@
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

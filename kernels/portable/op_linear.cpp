@@ -1,47 +1,21 @@
-// aten::linear.default: y = x @ W^T + b through the shared GEMM.
-#include "portable/linear.h"
-
+// aten::linear.default (y = x @ W^T + b) and kiln::fused_linear.default (act(linear + residual), the
+// operator the exporter's fusion passes produce) through the shared GEMM.
 #include <algorithm>
 #include <cstring>
 
-#include "common/kernel_args.h"
+#include "common/linear_args.h"
 #include "portable/gemm.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {
 namespace portable {
+namespace {
 
-Status linear_forward(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
-                      Tensor& y) {
-  KILN_RETURN_IF_ERROR(check_dtype(op, x, "input", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, w, "weight", ScalarType::Float32));
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  KILN_CHECK_OR_RETURN(x.dim() >= 1, KernelFailure, "%s: input must be at least 1-D, got %s", op, describe(x).c_str());
-  KILN_CHECK_OR_RETURN(w.dim() == 2, KernelFailure, "%s: weight must be 2-D, got %s", op, describe(w).c_str());
-  const int64_t n = w.size(0), k = w.size(1);
-  KILN_CHECK_OR_RETURN(x.size(-1) == k, KernelFailure, "%s: input %s and weight %s have different in_features", op,
-                       describe(x).c_str(), describe(w).c_str());
-  if (bias != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *bias, "bias", ScalarType::Float32));
-    // A bias broadcasts against [.., N]: [N], or a single element.
-    KILN_CHECK_OR_RETURN((bias->dim() == 1 && (bias->size(0) == n || bias->size(0) == 1)) || (bias->dim() == 0),
-                         KernelFailure, "%s: bias must be [%lld], got %s", op, static_cast<long long>(n),
-                         describe(*bias).c_str());
-  }
-
-  Dims sizes(x.sizes());
-  sizes[sizes.n - 1] = n;
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  if (residual != nullptr) {
-    KILN_RETURN_IF_ERROR(check_dtype(op, *residual, "residual", ScalarType::Float32));
-    KILN_CHECK_OR_RETURN(same_sizes(residual->sizes(), y.sizes()), KernelFailure,
-                         "%s: residual must have the output's shape %s, got %s", op,
-                         describe_sizes(y.sizes()).c_str(), describe(*residual).c_str());
-  }
-
+// y (resized by linear_args) onto bias and residual, then the activation.
+void linear_forward(const LinearArgs& a, Tensor& y) {
+  const Tensor *bias = a.bias, *residual = a.residual;
+  const int64_t m = a.m, n = a.n, k = a.k;
   // C starts as residual + bias (when given); the GEMM accumulates onto it.
-  const int64_t m = prod(x.sizes(), 0, x.dim() - 1);
   float* c = y.data_as<float>();
   const float* b = bias != nullptr ? bias->data_as<const float>() : nullptr;
   const bool bias_vec = bias != nullptr && bias->numel() == n && n != 1;
@@ -66,25 +40,32 @@ Status linear_forward(const char* op, const Tensor& x, const Tensor& w, const Te
 
   GemmProblem p;
   p.m = m, p.n = n, p.k = k;
-  p.a = x.data_as<const float>(), p.a_rs = k, p.a_cs = 1;
-  p.b = w.data_as<const float>(), p.b_rs = 1, p.b_cs = k;  // B = W^T
+  p.a = a.x->data_as<const float>(), p.a_rs = k, p.a_cs = 1;
+  p.b = a.weight->data_as<const float>(), p.b_rs = 1, p.b_cs = k;  // B = W^T
   p.c = c, p.c_rs = n;
   p.overwrite = b == nullptr && r == nullptr;
   gemm(p);
+  apply_activation(a.act, c, y.numel());
+}
+
+Status linear(const char* op, bool fused, Inputs in, Outputs out) {
+  LinearArgs a;
+  KILN_RETURN_IF_ERROR(linear_args(op, fused, /*at_prepare=*/false, in, out, &a));
+  linear_forward(a, *out[0]);
   return Status::ok();
 }
 
-Status linear_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::linear.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 3, 1));
-  const Tensor *x, *w, *bias;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "input", &x));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "weight", &w));
-  KILN_RETURN_IF_ERROR(optional_tensor_arg(op, in, 2, "bias", &bias));
-  return linear_forward(op, *x, *w, bias, nullptr, *out[0]);
+}  // namespace
+
+Status linear_run(KernelContext&, Inputs in, Outputs out) { return linear("aten::linear.default", false, in, out); }
+// (input, weight, bias?, residual?, activation, act_min, act_max)
+Status fused_linear_run(KernelContext&, Inputs in, Outputs out) {
+  return linear("kiln::fused_linear.default", true, in, out);
 }
 
 KILN_REGISTER_KERNEL("aten::linear.default", "f32,f32|f32,f32,f32", linear_run);
+// The dtypes of the tensors present: input and weight, then bias and/or residual.
+KILN_REGISTER_KERNEL("kiln::fused_linear.default", "f32,f32|f32,f32,f32|f32,f32,f32,f32", fused_linear_run);
 
 }  // namespace portable
 }  // namespace kernels

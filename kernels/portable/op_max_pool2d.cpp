@@ -3,9 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/kernel_args.h"
-#include "common/window.h"
-#include "portable/portable_ops.h"
+#include "common/pool2d_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -13,34 +11,18 @@ namespace portable {
 
 Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::max_pool2d.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 6, 1));
-  const Tensor* x;
-  int64_t k[2], s[2], pad[2], dil[2];
-  bool stride_empty, ceil_mode;
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 1, "kernel_size", k));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 2, "stride", s, /*empty_ok=*/true, &stride_empty));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 3, "padding", pad));
-  KILN_RETURN_IF_ERROR(pair_arg(op, in, 4, "dilation", dil));
-  KILN_RETURN_IF_ERROR(bool_arg(op, in, 5, "ceil_mode", &ceil_mode));
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  PoolInput pi;
-  KILN_RETURN_IF_ERROR(pool_input(op, *x, &pi));
-  if (stride_empty) s[0] = k[0], s[1] = k[1];
-  Window wh, ww;
-  KILN_RETURN_IF_ERROR(window_geometry(op, "height", pi.h, k[0], s[0], pad[0], dil[0], ceil_mode, true, &wh));
-  KILN_RETURN_IF_ERROR(window_geometry(op, "width", pi.w, k[1], s[1], pad[1], dil[1], ceil_mode, true, &ww));
+  Pool2dArgs args;
+  KILN_RETURN_IF_ERROR(pool2d_args(op, Pool2d::Max, /*at_prepare=*/false, in, out, &args));
+  const Window &wh = args.wh, &ww = args.ww;
   const int64_t oh = wh.out, ow = ww.out;
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, pool_output_sizes(*x, oh, ow).span()));
 
-  const float* xp = x->data_as<const float>();
-  float* yp = y.data_as<float>();
-  const int64_t h = pi.h, w = pi.w;
+  const float* xp = args.x->data_as<const float>();
+  float* yp = out[0]->data_as<float>();
+  const int64_t h = args.input.h, w = args.input.w;
   // Only the taps that land inside the input are visited, so the work per
   // output is bounded by the input, whatever the kernel size.
-  const int64_t taps = sat_mul(std::min(k[0], h), std::min(k[1], w));
-  parallel_for(pi.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
+  const int64_t taps = sat_mul(std::min(wh.kernel, h), std::min(ww.kernel, w));
+  parallel_for(args.input.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;

@@ -1,7 +1,6 @@
 // Dim reorderings materialised as copies: permute.default and transpose.int.
 #include "common/kernel_args.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "common/sdpa_args.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -3,8 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/kernel_args.h"
-#include "portable/portable_ops.h"
+#include "common/softmax_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -80,24 +79,11 @@ void softmax_typed(const Tensor& x, Tensor& y, int64_t outer, int64_t len, int64
 }
 
 Status softmax_common(const char* op, bool log, Inputs in, Outputs out) {
-  const Tensor* x;
-  int64_t dim;
-  bool half_to_float;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 3, &x));
-  KILN_RETURN_IF_ERROR(int_arg(op, in, 1, "dim", &dim));
-  KILN_RETURN_IF_ERROR(bool_arg(op, in, 2, "half_to_float", &half_to_float));
-  KILN_CHECK_OR_RETURN(!half_to_float, KernelFailure, "%s: half_to_float is only supported for f16 inputs", op);
-  KILN_CHECK_OR_RETURN(x->dtype() == ScalarType::Float32 || x->dtype() == ScalarType::Float64, KernelFailure,
-                       "%s: self must be f32 or f64, got %s", op, describe(*x).c_str());
-  int64_t d;
-  KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
-  if (x->numel() == 0) return Status::ok();
-  const int nd = x->dim();
-  const int64_t len = nd == 0 ? 1 : x->sizes()[d];
-  const int64_t outer = nd == 0 ? 1 : prod(x->sizes(), 0, static_cast<int>(d));
-  const int64_t inner = nd == 0 ? 1 : prod(x->sizes(), static_cast<int>(d) + 1, nd);
-  if (x->dtype() == ScalarType::Float32) softmax_typed<float>(*x, *out[0], outer, len, inner, log);
-  else softmax_typed<double>(*x, *out[0], outer, len, inner, log);
+  SoftmaxArgs a;
+  KILN_RETURN_IF_ERROR(softmax_args(op, in, out, &a));
+  if (a.x->numel() == 0) return Status::ok();
+  if (a.x->dtype() == ScalarType::Float32) softmax_typed<float>(*a.x, *out[0], a.outer, a.len, a.inner, log);
+  else softmax_typed<double>(*a.x, *out[0], a.outer, a.len, a.inner, log);
   return Status::ok();
 }
 

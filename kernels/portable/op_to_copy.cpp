@@ -2,7 +2,6 @@
 #include "common/kernel_args.h"
 #include "common/elementwise.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

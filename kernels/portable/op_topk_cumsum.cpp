@@ -4,7 +4,6 @@
 
 #include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

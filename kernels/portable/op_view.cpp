@@ -1,7 +1,6 @@
 // Reshapes with copy semantics: view.default, squeeze.dims, unsqueeze.default, clone.default.
 #include "common/kernel_args.h"
 #include "common/strided_copy.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

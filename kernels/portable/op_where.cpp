@@ -2,7 +2,6 @@
 #include "common/kernel_args.h"
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
-#include "portable/portable_ops.h"
 
 namespace kiln {
 namespace kernels {

@@ -8,8 +8,9 @@
 
 The residual (None, or exactly the output's shape and dtype) is added before
 the activation. ACTIVATIONS lists the activation names; act_min and act_max
-are read for "clamp" only. The runtime's kernels (kernels/portable/op_fused.cpp
-and the optimized ones) implement exactly these schemas.
+are read for "clamp" only. The runtime's kernels (op_linear.cpp and
+op_conv2d.cpp in kernels/portable and kernels/optimized) implement exactly
+these schemas.
 
 They are declared with torch.library so that a fused graph stays an ordinary
 FX graph that torch can run and check: the CPU implementation is the eager

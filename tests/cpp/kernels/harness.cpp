@@ -4,12 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <random>
-
-#include "executor/packed_constants.h"
-#include "registry/registry_internal.h"
 
 namespace kiln::test {
 
@@ -23,23 +18,7 @@ std::vector<TestCase>& tests() {
   return all;
 }
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 r(1234);
-  return r;
-}
-
 const char* g_current_test = "";
-
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
-std::shared_ptr<uint8_t> aligned_bytes(size_t n) {
-  n = (n + 63) / 64 * 64;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n == 0 ? 64 : n));
-  std::memset(p, 0, n == 0 ? 64 : n);
-  return std::shared_ptr<uint8_t>(p, AlignedFree());
-}
 
 }  // namespace
 
@@ -53,153 +32,45 @@ bool register_test(const char* name, void (*fn)()) {
   return true;
 }
 
-uint64_t next_random() { return rng()(); }
-float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
-int64_t uniform_int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
-
-TestTensor::TestTensor(std::vector<int64_t> sizes, ScalarType dtype, int64_t capacity_elems, bool constant) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  if (capacity_elems < 0) capacity_elems = n;
-  const size_t bytes = static_cast<size_t>(capacity_elems) * element_size(dtype);
-  storage = aligned_bytes(bytes);
-  t.reset(storage.get(), Span<const int64_t>(sizes.data(), sizes.size()), dtype, bytes);
-  t.set_constant(constant);
-}
-
-TestTensor TestTensor::random(std::vector<int64_t> sizes, bool constant, float lo, float hi) {
-  TestTensor r(std::move(sizes), ScalarType::Float32, -1, constant);
-  for (int64_t i = 0; i < r.numel(); ++i) r.f()[i] = uniform(lo, hi);
-  return r;
-}
-
-TestTensor TestTensor::output(int64_t capacity_elems, ScalarType dtype) { return TestTensor({0}, dtype, capacity_elems); }
-
-Args& Args::push(const Value& v) {
-  values_.push_back(v);
-  ptrs_.push_back(&values_.back());
-  return *this;
-}
-
-Args& Args::tensor(TestTensor& t) {
-  Value v;
-  v.kind = ValueKind::Tensor;
-  v.tensor = &t.t;
-  return push(v);
-}
-Args& Args::none() { return push(Value()); }
-Args& Args::i(int64_t x) {
-  Value v;
-  v.kind = ValueKind::Int;
-  v.i = x;
-  return push(v);
-}
-Args& Args::d(double x) {
-  Value v;
-  v.kind = ValueKind::Double;
-  v.d = x;
-  return push(v);
-}
-Args& Args::b(bool x) {
-  Value v;
-  v.kind = ValueKind::Bool;
-  v.b = x;
-  return push(v);
-}
-Args& Args::ints(std::vector<int64_t> xs) {
-  lists_.push_back(std::move(xs));
-  Value v;
-  v.kind = ValueKind::IntList;
-  v.ints.data = lists_.back().data();
-  v.ints.size = lists_.back().size();
-  return push(v);
-}
-Args& Args::str(const char* s) {
-  strings_.emplace_back(s);
-  Value v;
-  v.kind = ValueKind::String;
-  v.str.data = strings_.back().data();
-  v.str.size = strings_.back().size();
-  return push(v);
-}
-
 KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier, Isa isa,
                      const std::vector<ResizeAfterPrepare>& resize) {
-  KernelRun result;
-  std::vector<ScalarType> dtypes;
-  for (const Value* v : args.span()) {
-    if (v->is_tensor()) dtypes.push_back(v->tensor->dtype());
-  }
-  const internal::KernelEntry* kernel = nullptr;
-  for (const internal::KernelEntry* k : internal::find_kernels(op, dtypes)) {
-    if (k->tier == tier) {
-      kernel = k;
-      break;
-    }
-  }
-  if (kernel == nullptr) return result;
-  result.found = true;
-
   std::vector<Tensor*> outs;
   for (TestTensor* o : outputs) outs.push_back(&o->t);
-  Span<Tensor* const> out_span(outs.data(), outs.size());
-  internal::PackedConstantCache cache;
-  internal::KernelServices services;
-  services.cache = &cache;
-  services.memory_limit = uint64_t{1} << 40;
-  KernelContext ctx;
-  ctx.op_name = op;
-  ctx.isa = isa;
-  ctx.services = &services;
-  void* state = nullptr;
-  if (kernel->prepare != nullptr) {
-    // At method load a method input has its sizes but no storage yet: prepare sees every
-    // non-constant tensor argument that way, so a prepare that reads one's data fails here too.
-    std::vector<Tensor> bare(args.span().size());
-    std::vector<Value> values(args.span().size());
-    std::vector<const Value*> prepare_args;
-    for (size_t i = 0; i < args.span().size(); ++i) {
-      values[i] = *args.span()[i];
-      const Tensor* t = values[i].is_tensor() ? values[i].tensor : nullptr;
-      if (t != nullptr && !t->is_constant()) {
-        bare[i].reset(nullptr, t->sizes(), t->dtype(), t->capacity());
-        values[i].tensor = &bare[i];
-      }
-      prepare_args.push_back(&values[i]);
-    }
-    result.status = kernel->prepare(ctx, Span<const Value* const>(prepare_args.data(), prepare_args.size()), out_span,
-                                    &state);
-    result.packed_bytes = services.packed_bytes;
-    if (result.status.code() == Error::NotSupported) {
-      result.declined = true;
-      return result;
-    }
-    if (!result.status.is_ok()) return result;
-  }
-  ctx.services = nullptr;
-  ctx.state = state;
-  const size_t call = (ctx.scratch_bytes + 63) / 64 * 64, worker = (ctx.worker_scratch_bytes + 63) / 64 * 64;
-  const size_t scratch_bytes = call + worker * static_cast<size_t>(num_threads());
-  std::shared_ptr<uint8_t> scratch = aligned_bytes(scratch_bytes);
-  // Scratch holds whatever the method's other instructions left there: NaNs
-  // here, so that a kernel reading scratch it did not write shows in its output.
-  std::memset(scratch.get(), 0xff, scratch_bytes);
-  ctx.scratch = ctx.scratch_bytes > 0 ? scratch.get() : nullptr;
-  ctx.worker_scratch_base = ctx.worker_scratch_bytes > 0 ? scratch.get() + call : nullptr;
-  ctx.worker_scratch_stride = ctx.worker_scratch_bytes > 0 ? worker : 0;
+  PreparedKernel kernel(op, args, outs, tier, isa);
+  KernelRun result;
+  result.found = kernel.found();
+  result.status = kernel.prepare_status();
+  result.declined = kernel.declined();
+  result.packed_bytes = kernel.packed_bytes();
+  if (!kernel.ready()) return result;
   std::vector<std::vector<int64_t>> prepared_sizes;
   for (const ResizeAfterPrepare& r : resize) {
     prepared_sizes.push_back(r.tensor->shape());
     Status st = r.tensor->t.resize(Span<const int64_t>(r.sizes.data(), r.sizes.size()));
     KILN_EXPECT(st.is_ok(), "resizing an argument after prepare: %s", st.to_string().c_str());
   }
-  result.status = kernel->run(ctx, args.span(), out_span);
+  result.status = kernel.run();
   for (size_t i = 0; i < resize.size(); ++i) {
     const std::vector<int64_t>& sizes = prepared_sizes[i];
     (void)resize[i].tensor->t.resize(Span<const int64_t>(sizes.data(), sizes.size()));
   }
-  if (kernel->release != nullptr && state != nullptr) kernel->release(state);
   return result;
+}
+
+Status run_portable(const char* op, const std::vector<ScalarType>& dtypes, const Args& args,
+                    const std::vector<TestTensor*>& outputs) {
+  std::vector<Tensor*> outs;
+  for (TestTensor* o : outputs) outs.push_back(&o->t);
+  PreparedKernel kernel(op, dtypes, args, outs, kTierPortable, Isa::Baseline);
+  if (!kernel.found()) {
+    return Status(Error::MissingKernel, format("no portable %s for [%s]", op,
+                                               internal::signature_string(dtypes).c_str()));
+  }
+  return kernel.ready() ? kernel.run() : kernel.prepare_status();
+}
+
+Status run_portable(const char* op, const Args& args, const std::vector<TestTensor*>& outputs) {
+  return run_portable(op, args.dtypes(), args, outputs);
 }
 
 std::vector<Isa> supported_isas() {
@@ -210,9 +81,8 @@ std::vector<Isa> supported_isas() {
   return out;
 }
 
-bool expect_close(const std::string& what, const float* got, const float* want, int64_t n, Tolerance tol) {
-  int64_t worst_at = -1;
-  double worst = 0;  // excess of |got - want| over the allowed error; infinite for a NaN/inf mismatch
+Mismatch worst_mismatch(const float* got, const float* want, int64_t n, Tolerance tol) {
+  Mismatch worst;
   for (int64_t i = 0; i < n; ++i) {
     const float g = got[i], w = want[i];
     double excess;
@@ -223,8 +93,13 @@ bool expect_close(const std::string& what, const float* got, const float* want, 
     } else {
       excess = std::fabs(double(g) - double(w)) - (tol.atol + tol.rtol * std::fabs(double(w)));
     }
-    if (excess > 0 && (worst_at < 0 || excess > worst)) worst = excess, worst_at = i;
+    if (excess > 0 && (worst.at < 0 || excess > worst.excess)) worst.excess = excess, worst.at = i;
   }
+  return worst;
+}
+
+bool expect_close(const std::string& what, const float* got, const float* want, int64_t n, Tolerance tol) {
+  const int64_t worst_at = worst_mismatch(got, want, n, tol).at;
   KILN_EXPECT(worst_at < 0, "%s: %" PRId64 " elements, worst at index %" PRId64 ": got %.9g, want %.9g (rtol %g, atol %g)",
               what.c_str(), n, worst_at, worst_at >= 0 ? got[worst_at] : 0.0f, worst_at >= 0 ? want[worst_at] : 0.0f,
               tol.rtol, tol.atol);
@@ -272,6 +147,21 @@ int expect_tiers_match(const std::string& what, const char* op, const Args& args
     }
   }
   return ran;
+}
+
+void expect_rejected(const std::string& what, const char* op, const Args& args, const std::vector<TestTensor*>& outputs,
+                     const char* message_part, Error code) {
+  const Status want = run_portable(op, args, outputs);
+  KILN_EXPECT(want.code() == code && want.message().find(message_part) != std::string::npos,
+              "%s: portable %s must fail with %s (\"%s\"), got %s", what.c_str(), op, error_name(code), message_part,
+              want.to_string().c_str());
+  for (Isa isa : supported_isas()) {
+    const KernelRun fast = run_kernel(op, args, outputs, kTierOptimized, isa);
+    if (!fast.found) return;  // no optimized kernel for these dtypes
+    KILN_EXPECT(fast.declined || (fast.status.code() == want.code() && fast.status.message() == want.message()),
+                "%s [%s]: optimized %s must decline or fail as the portable kernel (%s), got %s", what.c_str(),
+                isa_name(isa), op, want.to_string().c_str(), fast.status.to_string().c_str());
+  }
 }
 
 }  // namespace kiln::test

@@ -13,12 +13,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "kernel_call.h"
 #include "kiln/kernel.h"
 
 namespace kiln::test {
@@ -47,51 +45,6 @@ bool register_test(const char* name, void (*fn)());
   static const bool kiln_test_registered_##name = ::kiln::test::register_test(#name, kiln_test_##name); \
   static void kiln_test_##name()
 
-// Seeded random numbers, reproducible per test.
-uint64_t next_random();
-float uniform(float lo, float hi);
-int64_t uniform_int(int64_t lo, int64_t hi);  // inclusive
-
-// ---- tensors and arguments
-
-// A tensor owning 64-byte aligned storage (capacity_elems elements, default
-// its numel), optionally marked constant (as program constants are).
-struct TestTensor {
-  std::shared_ptr<uint8_t> storage;
-  Tensor t;
-
-  TestTensor() = default;
-  TestTensor(std::vector<int64_t> sizes, ScalarType dtype = ScalarType::Float32, int64_t capacity_elems = -1,
-             bool constant = false);
-  static TestTensor random(std::vector<int64_t> sizes, bool constant = false, float lo = -1.0f, float hi = 1.0f);
-  // An output of at most `capacity_elems` elements; kernels resize it.
-  static TestTensor output(int64_t capacity_elems, ScalarType dtype = ScalarType::Float32);
-
-  float* f() const { return t.data_as<float>(); }
-  int64_t numel() const { return t.numel(); }
-  std::vector<int64_t> shape() const { return {t.sizes().begin(), t.sizes().end()}; }
-};
-
-// Kernel arguments in order. Values live in deques so their addresses stay stable.
-class Args {
- public:
-  Args& tensor(TestTensor& t);
-  Args& none();
-  Args& i(int64_t x);
-  Args& d(double x);
-  Args& b(bool x);
-  Args& ints(std::vector<int64_t> xs);
-  Args& str(const char* s);
-  Span<const Value* const> span() const { return {ptrs_.data(), ptrs_.size()}; }
-
- private:
-  Args& push(const Value& v);
-  std::deque<Value> values_;
-  std::deque<std::vector<int64_t>> lists_;
-  std::deque<std::string> strings_;
-  std::vector<const Value*> ptrs_;
-};
-
 // ---- running kernels through the registry
 
 struct KernelRun {
@@ -115,6 +68,14 @@ struct ResizeAfterPrepare {
 KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier,
                      Isa isa, const std::vector<ResizeAfterPrepare>& resize = {});
 
+// The portable kernel of `op` run once on `args`: its status, or MissingKernel when none is
+// registered for these dtypes (so that a missing kernel cannot pass for a refusal). With `dtypes`,
+// the kernel registered for those instead: how a test reaches a kernel with arguments the registry
+// would not give it, to see that the kernel refuses them itself.
+Status run_portable(const char* op, const Args& args, const std::vector<TestTensor*>& outputs);
+Status run_portable(const char* op, const std::vector<ScalarType>& dtypes, const Args& args,
+                    const std::vector<TestTensor*>& outputs);
+
 // The instruction-set levels this CPU runs, lowest first (baseline included).
 std::vector<Isa> supported_isas();
 
@@ -123,9 +84,17 @@ struct Tolerance {
   float atol = 1e-6f;
 };
 
-// Elementwise |got - want| <= atol + rtol * |want|. A NaN where the reference has
-// none (or the reverse) fails, infinities must match exactly; a failure names
-// the worst element, its index and both values.
+// The element furthest beyond |got - want| <= atol + rtol * |want| (by how much: `excess`), or
+// at = -1 when every element is within. A NaN where the reference has none (or the reverse) and an
+// infinity that the reference lacks are infinitely far, wherever they are.
+struct Mismatch {
+  int64_t at = -1;
+  double excess = 0;
+};
+Mismatch worst_mismatch(const float* got, const float* want, int64_t n, Tolerance tol);
+
+// One check that no element mismatches (worst_mismatch); a failure names the worst element, its
+// index and both values.
 bool expect_close(const std::string& what, const float* got, const float* want, int64_t n, Tolerance tol);
 
 // Runs the portable kernel of `op` once and the optimized one at every
@@ -137,5 +106,11 @@ bool expect_close(const std::string& what, const float* got, const float* want, 
 int expect_tiers_match(const std::string& what, const char* op, const Args& args,
                        const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline = false,
                        const std::vector<ResizeAfterPrepare>& resize = {});
+
+// A bad instruction: the portable kernel refuses it with `code` (its message containing
+// `message_part`), and the optimized kernel, where one is registered for these dtypes, declines it
+// at prepare or refuses it at run with the same status, at every level.
+void expect_rejected(const std::string& what, const char* op, const Args& args, const std::vector<TestTensor*>& outputs,
+                     const char* message_part = "", Error code = Error::KernelFailure);
 
 }  // namespace kiln::test
