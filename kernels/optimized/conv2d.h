@@ -38,6 +38,14 @@ size_t depthwise_scratch_bytes(const ConvGeom& g, Isa isa);
 // depthwise_scratch_bytes for a geometry at least this large.
 Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t scratch_bytes);
 
+// The channel-block depthwise kernel (multiplier 1, constant weights): its
+// per-worker scratch, or 0 when it does not serve this geometry; the weights
+// packed once per program; the convolution.
+size_t depthwise_channels_scratch_bytes(const ConvGeom& g, Isa isa);
+Result<const float*> depthwise_channels_weights(KernelContext& ctx, const Tensor& weight, const ConvGeom& g);
+Status depthwise_channels_conv(const ConvGeom& g, Isa isa, const float* packed, const KernelContext& ctx,
+                               size_t scratch_bytes);
+
 // Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (conv_winograd.cpp):
 // the call scratch it needs, or 0 when it should not serve this geometry
 // (other windows, strides, dilation or groups, few channels, few tiles, too large).

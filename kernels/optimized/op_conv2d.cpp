@@ -217,13 +217,13 @@ Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float*
   return Status::ok();
 }
 
-enum class ConvPath : uint8_t { Gemm, Depthwise, Winograd, Transposed };
+enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Winograd, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
   ConvPath path = ConvPath::Gemm;
   size_t scratch = 0;  // per worker
-  // Winograd and transposed: the weights transformed or packed at load, the
+  // Channel-block depthwise, Winograd and transposed: the weights transformed or packed at load, the
   // weight they came from, and the call scratch.
   const float* packed = nullptr;
   const void* packed_from = nullptr;
@@ -239,7 +239,17 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   auto s = std::make_unique<ConvState>();
   s->isa = ctx.isa;
   const F32GemmKernels& kr = f32_gemm_for(ctx.isa);
-  if (is_depthwise(g)) {
+  if (is_depthwise(g) && weight->is_constant()) {
+    const size_t scratch = depthwise_channels_scratch_bytes(g, ctx.isa);
+    if (scratch > 0) {
+      Result<const float*> packed = depthwise_channels_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::DepthwiseChannels;
+      s->packed = packed.value();
+      s->scratch = scratch;
+    }
+  }
+  if (is_depthwise(g) && s->path == ConvPath::Gemm) {
     s->scratch = depthwise_scratch_bytes(g, ctx.isa);
     if (s->scratch > 0) s->path = ConvPath::Depthwise;
   }
@@ -284,6 +294,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
                        "%s: the weight is not the constant packed at load", op);
   switch (s.path) {
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
+    case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
     case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
       return conv_transposed(g, f32_gemm_for(s.isa), s.packed, ctx, s.scratch, s.call_scratch);

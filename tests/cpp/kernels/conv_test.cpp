@@ -74,7 +74,8 @@ const Conv kConvs[] = {
     // grouped
     {{1, 8, 9, 9}, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true},
     {{2, 12, 8, 7}, 6, 1, 1, {1, 1}, {0, 0}, {1, 1}, 3, false},
-    // depthwise: 3x3, 5x5, strides, dilation, multiplier, generic windows, bands
+    // depthwise (rows of 4 vectors or more in the row kernel, narrower ones in channel blocks):
+    // 3x3, 5x5, strides, dilation, multiplier, generic windows, bands
     {{2, 16, 14, 14}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, true},
     {{1, 24, 15, 17}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 24, true},
     {{1, 8, 19, 11}, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 8, false},
@@ -88,6 +89,14 @@ const Conv kConvs[] = {
     {{1, 3, 20, 71}, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true},  // stride 2, rows of several vectors
     {{1, 2, 9, 64}, 2, 3, 3, {2, 3}, {1, 0}, {1, 1}, 2, true},
     {{1, 2, 9, 9}, 2, 20, 3, {1, 1}, {6, 1}, {1, 1}, 2, true},  // taller than the direct kernel takes: GEMM
+    // depthwise in channel blocks (rows under 4 vectors): channels not a multiple of any width,
+    // MobileNet's 7x7 and 14x14 planes, several bands, a window wider than the input, a 1x1 plane
+    {{1, 35, 7, 7}, 35, 5, 5, {1, 1}, {2, 2}, {1, 1}, 35, true},
+    {{2, 19, 14, 14}, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}, 19, false},
+    {{1, 21, 60, 45}, 21, 3, 3, {1, 1}, {1, 1}, {1, 1}, 21, true},
+    {{1, 5, 23, 29}, 5, 5, 3, {2, 1}, {1, 2}, {2, 3}, 5, true},
+    {{1, 6, 3, 4}, 6, 5, 7, {1, 1}, {2, 3}, {1, 1}, 6, true},
+    {{1, 17, 1, 1}, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 17, true},
 };
 
 KILN_TEST(conv2d_matches_reference) {
