@@ -16,6 +16,7 @@
 #include "optimized/conv2d.h"
 #include "optimized/f32_dwconv.h"
 #include "optimized/f32_dwconv_channels.h"
+#include "optimized/f32_layout.h"
 #include "optimized/gemm_activation.h"
 
 namespace kiln {
@@ -191,6 +192,7 @@ Result<const float*> depthwise_channels_weights(KernelContext& ctx, const Tensor
 Status depthwise_channels_conv(const ConvGeom& g, Isa isa, const float* packed, const KernelContext& ctx,
                                size_t scratch_bytes) {
   const F32DwconvChannelsKernels& k = f32_dwconv_channels_for(isa);
+  const F32LayoutKernels& layout = f32_layout_for(isa);
   const int64_t width = k.width;
   ChannelPlan plan;
   KILN_CHECK_OR_RETURN(plan_channels(g, width, &plan) && channel_scratch_floats(g, plan, width) * sizeof(float) <=
@@ -220,15 +222,12 @@ Status depthwise_channels_conv(const ConvGeom& g, Isa isa, const float* packed, 
       px.rows = rows, px.ow = g.ow, px.out = out;
       if (!raw) px.act = g.act.kind, px.lo = g.act.lo, px.hi = g.act.hi;
       k.pixels(px);
-      DwChannelsScatter sc;
-      sc.out = out, sc.pixels = rows * g.ow, sc.channels = channels;
-      sc.y = g.y + (image * g.cout + c0) * plane_out + oh0 * g.ow, sc.plane = plane_out;
-      k.scatter(sc);
+      const int64_t at = (image * g.cout + c0) * plane_out + oh0 * g.ow;
+      layout.transpose(out, width, rows * g.ow, channels, g.y + at, plane_out);
       if (raw) {
-        for (int64_t c = 0; c < channels; ++c) {
-          const int64_t at = (image * g.cout + c0 + c) * plane_out + oh0 * g.ow;
-          k.finish(g.y + at, g.residual + at, rows * g.ow, g.act.kind, g.act.lo, g.act.hi);
-        }
+        for (int64_t c = 0; c < channels; ++c)
+          layout.add_activate(g.y + at + c * plane_out, g.residual + at + c * plane_out, rows * g.ow, g.act.kind,
+                              g.act.lo, g.act.hi);
       }
     }
   });

@@ -10,8 +10,8 @@
 //            padding as zeros (col = padded column: input column + pw)
 //   pixels:  output rows of the band from the tile -> out[p][lane], with the bias
 //            and, unless `raw`, the activation
-//   scatter: out[p][lane] -> the block's NCHW planes (rows of the band)
-//   finish:  y = act(y + residual) over contiguous NCHW floats (the residual case)
+// then f32_layout.h moves out[p][lane] into the block's NCHW planes (and, with a residual,
+// applies y = act(y + residual) there).
 #pragma once
 
 #include <cstdint>
@@ -45,21 +45,10 @@ struct DwChannelsPixels {
   float lo = 0.0f, hi = 0.0f;         // Clamp bounds
 };
 
-struct DwChannelsScatter {
-  const float* out = nullptr;  // pixels vectors of W floats
-  int64_t pixels = 0;
-  int64_t channels = 0;
-  float* y = nullptr;  // the block's first plane at the band's first pixel
-  int64_t plane = 0;   // floats between output planes
-};
-
 struct F32DwconvChannelsKernels {
   int width = 0;  // W: channels per block
   void (*gather)(const DwChannelsGather& g) = nullptr;
   void (*pixels)(const DwChannelsPixels& p) = nullptr;
-  void (*scatter)(const DwChannelsScatter& s) = nullptr;
-  // y[i] = act(y[i] + residual[i]) for i < n.
-  void (*finish)(float* y, const float* residual, int64_t n, Activation act, float lo, float hi) = nullptr;
 };
 KILN_ISA_TABLE(F32DwconvChannelsKernels, f32_dwconv_channels)
 

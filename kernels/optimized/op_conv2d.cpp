@@ -14,7 +14,7 @@
 #include "common/window.h"
 #include "optimized/conv2d.h"
 #include "optimized/f32_im2col.h"
-#include "optimized/gemm_activation.h"
+#include "optimized/f32_layout.h"
 #include "optimized/gemm_driver.h"
 #include "optimized/op_args.h"
 
@@ -181,37 +181,35 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
   }
 }
 
-Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float* packed_wt, const KernelContext& ctx,
+Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const KernelContext& ctx,
                        size_t worker_scratch, size_t call_scratch) {
+  const F32GemmKernels& kr = f32_gemm_for(isa);
   const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
   KILN_CHECK_OR_RETURN(static_cast<size_t>(rows * g.cout) * sizeof(float) <= call_scratch, KernelFailure,
                        "conv2d: the scratch planned at load does not fit this input");
   float* ct = static_cast<float*>(ctx.scratch);
   GemmProblem p;
   p.m = rows, p.n = g.cout, p.k = k;
-  p.pack_a = pack_im2col_transposed, p.pack_a_ctx = &g;
+  p.pack_a = is_pointwise(g) ? f32_im2col_for(isa).pack_pointwise_transposed : pack_im2col_transposed;
+  p.pack_a_ctx = &g;
   p.packed_b = packed_wt;
   p.c = ct, p.ldc = g.cout;
   p.bias = g.bias;
   KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
-  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]).
-  // Blocks of kBlock channels: each row of C^T gives a cache line to each of kBlock output planes.
+  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]): blocks of channels
+  // transposed into their planes, then the residual and the activation along the planes.
+  const F32LayoutKernels& layout = f32_layout_for(isa);
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
-  parallel_for(g.images * blocks, grain_for(hw * kBlock), [&](int64_t b0, int64_t b1) {
+  const bool finish = g.residual != nullptr || g.act.kind != Activation::None;
+  parallel_for(g.images * blocks, grain_for(hw * kBlock * 2), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t image = b / blocks, c0 = b % blocks * kBlock, c1 = std::min(g.cout, c0 + kBlock);
-      const float* src = ct + image * hw * g.cout;
-      const int64_t plane0 = image * g.cout;
-      for (int64_t q = 0; q < hw; ++q) {
-        for (int64_t co = c0; co < c1; ++co) {
-          const int64_t at = (plane0 + co) * hw + q;
-          g.y[at] = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
-        }
-      }
-      if (g.act.kind != Activation::None) {
-        activate_tile(*kr.activation, g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
-      }
+      const int64_t image = b / blocks, c0 = b % blocks * kBlock, channels = std::min(g.cout - c0, kBlock);
+      const int64_t at = (image * g.cout + c0) * hw;
+      layout.transpose(ct + image * hw * g.cout + c0, g.cout, hw, channels, g.y + at, hw);
+      if (finish)
+        layout.add_activate(g.y + at, g.residual != nullptr ? g.residual + at : nullptr, channels * hw, g.act.kind,
+                            g.act.lo, g.act.hi);
     }
   });
   return Status::ok();
@@ -297,7 +295,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
     case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
     case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
-      return conv_transposed(g, f32_gemm_for(s.isa), s.packed, ctx, s.scratch, s.call_scratch);
+      return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Gemm: break;
   }
   return conv_gemm(g, s.isa, ctx, s.scratch);

@@ -53,6 +53,10 @@ const Conv kConvs[] = {
     {{1, 16, 7, 9}, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
     {{2, 8, 9, 9}, 16, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},
     {{1, 40, 5, 5}, 1, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    // pointwise on small images (transposed, X^T packed by 4x4 transposes): runs of rows that
+    // cross images, channels not a multiple of 4, MobileNet's 14x14 projection
+    {{3, 37, 7, 7}, 45, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{1, 96, 14, 14}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},
     // k x k through the implicit im2col: padding, strides, dilation, odd sizes
     {{1, 3, 11, 13}, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 16, 15, 15}, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
@@ -134,6 +138,7 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
   const Conv convs[] = {{{1, 6, 9, 11}, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
                         {{1, 16, 15, 19}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // Winograd
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+                        {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
     for (const char* act : kActivations) {
