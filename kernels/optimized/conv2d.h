@@ -46,6 +46,16 @@ Result<const float*> depthwise_channels_weights(KernelContext& ctx, const Tensor
 Status depthwise_channels_conv(const ConvGeom& g, Isa isa, const float* packed, const KernelContext& ctx,
                                size_t scratch_bytes);
 
+// The direct kernel for few input channels (conv_direct.cpp: groups 1, at most 4 input
+// channels, a window larger than 1x1, constant weights): the call scratch (a zero-padded copy of
+// the input), or 0 when it does not serve; its worker scratch; the weights packed once per
+// program; the convolution.
+size_t direct_call_scratch_bytes(const ConvGeom& g, Isa isa);
+size_t direct_worker_scratch_bytes(const ConvGeom& g, Isa isa);
+Result<const float*> direct_weights(KernelContext& ctx, const Tensor& weight, const ConvGeom& g);
+Status direct_conv(const ConvGeom& g, Isa isa, const float* packed, const KernelContext& ctx, size_t worker_bytes,
+                   size_t call_bytes);
+
 // Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (conv_winograd.cpp):
 // the call scratch it needs, or 0 when it should not serve this geometry
 // (other windows, strides, dilation or groups, few channels, few tiles, too large).

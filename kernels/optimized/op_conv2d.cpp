@@ -215,7 +215,7 @@ Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const
   return Status::ok();
 }
 
-enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Winograd, Transposed };
+enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Direct, Winograd, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
@@ -250,6 +250,17 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   if (is_depthwise(g) && s->path == ConvPath::Gemm) {
     s->scratch = depthwise_scratch_bytes(g, ctx.isa);
     if (s->scratch > 0) s->path = ConvPath::Depthwise;
+  }
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    const size_t call = direct_call_scratch_bytes(g, ctx.isa);
+    if (call > 0) {
+      Result<const float*> packed = direct_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::Direct;
+      s->packed = packed.value();
+      s->scratch = direct_worker_scratch_bytes(g, ctx.isa);
+      s->call_scratch = call;
+    }
   }
   if (s->path == ConvPath::Gemm && weight->is_constant()) {
     s->call_scratch = winograd_call_scratch_bytes(g, ctx.isa);
@@ -293,6 +304,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   switch (s.path) {
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
     case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
+    case ConvPath::Direct: return direct_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
       return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);

@@ -57,12 +57,16 @@ const Conv kConvs[] = {
     // cross images, channels not a multiple of 4, MobileNet's 14x14 projection
     {{3, 37, 7, 7}, 45, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
     {{1, 96, 14, 14}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},
-    // k x k through the implicit im2col: padding, strides, dilation, odd sizes
+    // k x k with at most 4 input channels run direct (stems), more through the implicit im2col:
+    // padding, strides, dilation, odd sizes
     {{1, 3, 11, 13}, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 16, 15, 15}, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
     {{2, 4, 17, 10}, 6, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true},
     {{1, 5, 13, 13}, 7, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true},
     {{1, 3, 32, 32}, 16, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},
+    {{2, 3, 30, 31}, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // MobileNet's stem
+    {{1, 3, 23, 40}, 70, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},  // several blocks of output channels
+    {{1, 1, 9, 9}, 5, 2, 4, {1, 1}, {0, 3}, {2, 1}, 1, true},
     {{1, 4, 40, 75}, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // stride 2 along rows of several vectors
     {{1, 2, 9, 31}, 5, 3, 2, {1, 3}, {0, 1}, {1, 2}, 1, true},
     {{4, 9, 13}, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // unbatched
@@ -118,8 +122,8 @@ KILN_TEST(conv2d_matches_reference) {
 }
 
 KILN_TEST(conv2d_fewer_images_than_prepared) {
-  // Winograd (16 channels), depthwise (8 groups of 1), the implicit im2col (8 channels).
-  for (int64_t channels_groups : {16 * 100 + 1, 8 * 100 + 8, 8 * 100 + 1}) {
+  // Winograd (16 channels), depthwise (8 groups of 1), the implicit im2col (8 channels), direct (3).
+  for (int64_t channels_groups : {16 * 100 + 1, 8 * 100 + 8, 8 * 100 + 1, 3 * 100 + 1}) {
     const int64_t channels = channels_groups / 100, groups = channels_groups % 100;
     const Conv c{{3, channels, 10, 10}, channels, 3, 3, {1, 1}, {1, 1}, {1, 1}, groups, true};
     ConvTensors t(c);
@@ -139,6 +143,7 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
                         {{1, 16, 15, 19}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // Winograd
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
                         {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
+                        {{1, 3, 20, 22}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // direct
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
     for (const char* act : kActivations) {
