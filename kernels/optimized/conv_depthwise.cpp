@@ -117,8 +117,9 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
 
 namespace {
 
-// Tile and output of one band of a channel block stay in L1 (W floats per pixel).
-constexpr int64_t kChannelBandFloats = 8 * 1024;
+// Tile and output of one band of a channel block stay in L2 (W floats per pixel), with bands tall
+// enough that the rows two bands share are gathered rarely (a 112-wide plane at stride 2: 6 rows).
+constexpr int64_t kChannelBandFloats = 32 * 1024;
 
 struct ChannelPlan {
   int64_t wp = 0;             // tile columns
