@@ -202,7 +202,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
           for (int64_t i0 = mb; i0 < me; i0 += mr) {
             const int64_t rows = std::min(mr, me - i0);
             place(t, i0, panel);
-            kr.tile[rows - 1](t);
+            (t.nc <= nr / 2 ? kr.narrow : kr.tile)[rows - 1](t);
             if (t.last && post_activation) activate_tile(*kr.activation, p.act, t.c, p.ldc, rows, t.nc);
           }
         }
