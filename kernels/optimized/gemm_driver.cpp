@@ -137,7 +137,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
       const int64_t kcb = std::min(kc, p.k - k0);
       const float* panel0;
       if (prepacked) {
-        panel0 = p.packed_b + k0 * padded_n + pb * kcb * nr;
+        panel0 = p.packed_b + off.b + k0 * padded_n + pb * kcb * nr;
       } else {
         if (p.pack_b != nullptr) {
           p.pack_b(p.pack_b_ctx, batch, k0, kcb, n0, block_cols, static_cast<int>(nr), b_buf);
@@ -249,18 +249,21 @@ struct PrepackArg {
   const float* b;
   int64_t rs, cs, k, n, kc;
   int nr;
+  int64_t batches, batch_stride;
 };
 
 // Slices of kc rows of K, one after the other, each as panels (see GemmProblem::packed_b).
 // On the pool: a model's weights are hundreds of MB, packed at load.
 void prepack_fn(const void* arg, void* dst) {
   const PrepackArg& a = *static_cast<const PrepackArg*>(arg);
-  const int64_t panels = ceil_div(a.n, a.nr), slices = ceil_div(a.k, a.kc);
-  parallel_for(slices * panels, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
+  const int64_t panels = ceil_div(a.n, a.nr), slices = ceil_div(a.k, a.kc), per_batch = slices * panels;
+  parallel_for(a.batches * per_batch, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t k0 = t / panels * a.kc, kc = std::min(a.kc, a.k - k0), j0 = t % panels * a.nr;
-      float* out = static_cast<float*>(dst) + k0 * panels * a.nr + j0 * kc;
-      pack_b_panels(a.b + k0 * a.rs + j0 * a.cs, a.rs, a.cs, kc, std::min<int64_t>(a.nr, a.n - j0), a.nr, out);
+      const int64_t batch = t / per_batch, u = t % per_batch;
+      const int64_t k0 = u / panels * a.kc, kc = std::min(a.kc, a.k - k0), j0 = u % panels * a.nr;
+      float* out = static_cast<float*>(dst) + batch * a.k * panels * a.nr + k0 * panels * a.nr + j0 * kc;
+      pack_b_panels(a.b + batch * a.batch_stride + k0 * a.rs + j0 * a.cs, a.rs, a.cs, kc,
+                    std::min<int64_t>(a.nr, a.n - j0), a.nr, out);
     }
   });
 }
@@ -268,14 +271,16 @@ void prepack_fn(const void* arg, void* dst) {
 }  // namespace
 
 Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
-                               int64_t cs, int64_t k, int64_t n) {
+                               int64_t cs, int64_t k, int64_t n, int64_t batches, int64_t batch_stride) {
   const int64_t kc = k_slice(kernels, k);
-  const PrepackArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.nr};
-  const size_t bytes = static_cast<size_t>(ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) * sizeof(float);
+  const PrepackArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.nr, batches, batch_stride};
+  const size_t bytes = static_cast<size_t>(batches * ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) *
+                       sizeof(float);
   // Everything that determines the packed bytes besides the source's.
-  const std::string layout = format("f32-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld",
-                                    static_cast<long long>(kc), kernels.nr, static_cast<long long>(k),
-                                    static_cast<long long>(n), static_cast<long long>(rs), static_cast<long long>(cs));
+  const std::string layout =
+      format("f32-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld-b%lldx%lld", static_cast<long long>(kc), kernels.nr,
+             static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(rs),
+             static_cast<long long>(cs), static_cast<long long>(batches), static_cast<long long>(batch_stride));
   Result<const void*> packed = packed_constant(ctx, source, layout.c_str(), bytes, prepack_fn, &arg);
   if (!packed.ok()) return packed.status();
   return static_cast<const float*>(packed.value());

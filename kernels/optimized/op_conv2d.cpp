@@ -15,6 +15,7 @@
 #include "optimized/conv2d.h"
 #include "optimized/f32_im2col.h"
 #include "optimized/f32_layout.h"
+#include "optimized/gemm_activation.h"
 #include "optimized/gemm_driver.h"
 #include "optimized/op_args.h"
 
@@ -128,12 +129,14 @@ Status conv_gemm(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t sc
 // output channels instead: C^T[p, co] = im2col(x)^T[p, k] @ W^T[k, co], with
 // W^T prepacked like a linear weight, blocks of im2col(x)^T made as the GEMM
 // needs them, and C^T (in call scratch) written into out's layout at the end,
-// with the residual and the activation (images folded into the rows).
+// with the residual and the activation (images folded into the rows). Groups
+// are batches: group g's columns of C^T are output channels g * cout_g on.
 
 // Floats of call scratch the transposed path needs, or 0 when it should not serve.
 int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
   const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw;
-  if (g.groups != 1 || k == 0) return 0;
+  // A group's output channels fill at least half a panel (EfficientNet's grouped expansions do).
+  if (k == 0 || g.cout / g.groups < kr.nr / 2) return 0;
   // Worth it when the pixels waste more than a tenth of the panels.
   const int64_t padded = (hw + kr.nr - 1) / kr.nr * kr.nr;
   if (padded * 10 <= hw * 11) return 0;
@@ -147,9 +150,10 @@ int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
 // holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
 // Tap by tap, so that the input is read along its rows (the block is small
 // enough to stay in L1 while its columns are written).
-void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
-                            int64_t ld) {
+void pack_im2col_transposed(const void* ctx, int64_t group, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                            float* dst, int64_t ld) {
   const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
+  const int64_t c0 = group * g.cin_g;
   const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
   int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;  // the tap of column k0
   for (int64_t t = 0; t < kc; ++t) {
@@ -165,7 +169,7 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
       if (ih < 0 || ih >= g.h) {
         for (int64_t q = o; q < end; ++q, d += ld) *d = 0.0f;
       } else {
-        const float* row = g.x + ((image * g.c + ci) * g.h + ih) * g.w + off;
+        const float* row = g.x + ((image * g.c + c0 + ci) * g.h + ih) * g.w + off;
         const int64_t lo = std::min(std::max(o, o_lo), end), hi = std::max(lo, std::min(end, o_hi));
         for (int64_t q = o; q < lo; ++q, d += ld) *d = 0.0f;
         for (int64_t q = lo; q < hi; ++q, d += ld) *d = row[q * g.sw];
@@ -184,24 +188,32 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
 Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const KernelContext& ctx,
                        size_t worker_scratch, size_t call_scratch) {
   const F32GemmKernels& kr = f32_gemm_for(isa);
-  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw, cout_g = g.cout / g.groups;
   KILN_CHECK_OR_RETURN(static_cast<size_t>(rows * g.cout) * sizeof(float) <= call_scratch, KernelFailure,
                        "conv2d: the scratch planned at load does not fit this input");
   float* ct = static_cast<float*>(ctx.scratch);
   GemmProblem p;
-  p.m = rows, p.n = g.cout, p.k = k;
+  p.m = rows, p.n = cout_g, p.k = k;
   p.pack_a = is_pointwise(g) ? f32_im2col_for(isa).pack_pointwise_transposed : pack_im2col_transposed;
   p.pack_a_ctx = &g;
   p.packed_b = packed_wt;
   p.c = ct, p.ldc = g.cout;
   p.bias = g.bias;
+  // Without a residual, an activation the GEMM applies in registers is applied there.
+  const bool act_in_gemm = g.residual == nullptr && !activation_after_tile(g.act.kind);
+  if (act_in_gemm) p.act = g.act;
+  p.batches.ndim = 1;
+  p.batches.sizes[0] = g.groups;
+  p.batches.b_strides[0] = k * ((cout_g + kr.nr - 1) / kr.nr * kr.nr);
+  p.batches.bias_strides[0] = cout_g;
+  p.batches.c_stride = cout_g;
   KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
   // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]): blocks of channels
   // transposed into their planes, then the residual and the activation along the planes.
   const F32LayoutKernels& layout = f32_layout_for(isa);
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
-  const bool finish = g.residual != nullptr || g.act.kind != Activation::None;
+  const bool finish = !act_in_gemm && (g.residual != nullptr || g.act.kind != Activation::None);
   parallel_for(g.images * blocks, grain_for(hw * kBlock * 2), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t image = b / blocks, c0 = b % blocks * kBlock, channels = std::min(g.cout - c0, kBlock);
@@ -275,13 +287,13 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   if (s->path == ConvPath::Gemm && weight->is_constant()) {
     const int64_t floats = transposed_scratch_floats(g, kr);
     if (floats > 0) {
-      // B[k][co] = W[co][k].
-      const int64_t k = g.cin_g * g.kh * g.kw;
-      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
+      // B_group[k][co] = W[group * cout_g + co][k].
+      const int64_t k = g.cin_g * g.kh * g.kw, cout_g = g.cout / g.groups;
+      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, cout_g, g.groups, cout_g * k);
       if (!packed.ok()) return packed.status();
       s->path = ConvPath::Transposed;
       s->packed = packed.value();
-      s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
+      s->scratch = gemm_worker_scratch_bytes(kr, g.cout / g.groups, true);
       s->call_scratch = static_cast<size_t>(floats) * sizeof(float);
     }
   }

@@ -82,6 +82,9 @@ const Conv kConvs[] = {
     // grouped
     {{1, 8, 9, 9}, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true},
     {{2, 12, 8, 7}, 6, 1, 1, {1, 1}, {0, 0}, {1, 1}, 3, false},
+    // grouped, transposed (small images, at least half a panel of channels per group)
+    {{2, 24, 7, 7}, 48, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},
+    {{1, 32, 6, 5}, 70, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},
     // depthwise (rows of 4 vectors or more in the row kernel, narrower ones in channel blocks):
     // 3x3, 5x5, strides, dilation, multiplier, generic windows, bands
     {{2, 16, 14, 14}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, true},
@@ -144,6 +147,7 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
                         {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
                         {{1, 3, 20, 22}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // direct
+                        {{2, 20, 7, 7}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},   // grouped, transposed
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
     for (const char* act : kActivations) {
