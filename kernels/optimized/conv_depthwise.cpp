@@ -106,7 +106,8 @@ Status depthwise_conv(const ConvGeom& g, Isa isa, const KernelContext& ctx, size
         a.y = g.y + plane * plane_out + oh0 * g.ow;
         a.residual = g.residual != nullptr ? g.residual + plane * plane_out + oh0 * g.ow : nullptr;
         k.rows(a);
-        if (post_activation) activate_tile(f32_activation_for(isa), g.act, a.y, g.ow, a.rows, g.ow);
+        // The band's rows are contiguous: one run.
+        if (post_activation) activate_tile(f32_activation_for(isa), g.act, a.y, 0, 1, a.rows * g.ow);
       }
     }
   });

@@ -164,7 +164,7 @@ Status winograd_conv(const ConvGeom& g, Isa isa, const float* u, const KernelCon
       out.y = g.y + b * plane_out;
       out.residual = g.residual != nullptr ? g.residual + b * plane_out : nullptr;
       k.output(out);
-      if (post_activation) activate_tile(f32_activation_for(isa), g.act, out.y, g.ow, g.oh, g.ow);
+      if (post_activation) activate_tile(f32_activation_for(isa), g.act, out.y, 0, 1, plane_out);  // one run
     }
   });
   return Status::ok();

@@ -203,9 +203,12 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
             const int64_t rows = std::min(mr, me - i0);
             place(t, i0, panel);
             (t.nc <= nr / 2 ? kr.narrow : kr.tile)[rows - 1](t);
-            if (t.last && post_activation) activate_tile(*kr.activation, p.act, t.c, p.ldc, rows, t.nc);
           }
         }
+        // Over the finished block (in L2) rather than tile by tile: rows of up to nc columns
+        // instead of nr pay the call and the partial vector once per row.
+        if (t.last && post_activation)
+          activate_tile(*kr.activation, p.act, c + mb * p.ldc + n0, p.ldc, me - mb, block_cols);
       }
       k0 += kcb;
     } while (k0 < p.k);
