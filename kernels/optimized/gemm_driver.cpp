@@ -273,6 +273,16 @@ void prepack_fn(const void* arg, void* dst) {
 
 }  // namespace
 
+int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches) {
+  return batches * ceil_div(n, kernels.nr) * kernels.nr * k;
+}
+
+void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n,
+                    int64_t batches, int64_t batch_stride, float* dst) {
+  const PrepackArg arg{b, rs, cs, k, n, k_slice(kernels, k), kernels.nr, batches, batch_stride};
+  prepack_fn(&arg, dst);
+}
+
 Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
                                int64_t cs, int64_t k, int64_t n, int64_t batches, int64_t batch_stride) {
   const int64_t kc = k_slice(kernels, k);

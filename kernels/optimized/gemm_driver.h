@@ -81,6 +81,12 @@ void pack_b_panels(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t n
 Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
                                int64_t cs, int64_t k, int64_t n, int64_t batches = 1, int64_t batch_stride = 0);
 
+// The same into dst (prepacked_b_floats of them), for a kernel that packs a B it computes at load
+// (Winograd's transformed weights).
+int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches = 1);
+void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n,
+                    int64_t batches, int64_t batch_stride, float* dst);
+
 // Per-worker scratch that gemm() needs for problems of at most `n` columns:
 // blocks of A, and of B unless it is prepacked.
 size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool b_prepacked);

@@ -227,7 +227,7 @@ Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const
   return Status::ok();
 }
 
-enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Direct, Winograd, Transposed };
+enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Direct, Winograd, WinogradChannels, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
@@ -284,6 +284,17 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
       s->scratch = winograd_worker_scratch_bytes(g, ctx.isa);
     }
   }
+  if (s->path == ConvPath::Gemm && weight->is_constant() && transposed_scratch_floats(g, kr) > 0) {
+    // Images too small for vectors of tiles (those that would otherwise run transposed).
+    s->call_scratch = winograd_channels_call_scratch_bytes(g, ctx.isa);
+    if (s->call_scratch > 0) {
+      Result<const float*> packed = winograd_channels_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::WinogradChannels;
+      s->packed = packed.value();
+      s->scratch = winograd_channels_worker_scratch_bytes(g, ctx.isa);
+    }
+  }
   if (s->path == ConvPath::Gemm && weight->is_constant()) {
     const int64_t floats = transposed_scratch_floats(g, kr);
     if (floats > 0) {
@@ -318,6 +329,8 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
     case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
     case ConvPath::Direct: return direct_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::WinogradChannels:
+      return winograd_channels_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
       return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Gemm: break;

@@ -79,6 +79,12 @@ const Conv kConvs[] = {
     {{1, 20, 16, 70}, 16, 3, 3, {1, 1}, {2, 2}, {1, 1}, 1, true},
     {{1, 600, 12, 12}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 8, 40, 40}, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1600 pixels: several column blocks
+    // Winograd over vectors of channels (too few tiles for vectors of tiles at every level below;
+    // ResNet-18's 7x7 layer at avx512): partial tiles, channels not a multiple of any width, images
+    {{1, 20, 2, 3}, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+    {{1, 33, 3, 3}, 35, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {{2, 24, 5, 4}, 16, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{1, 64, 7, 7}, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     // grouped
     {{1, 8, 9, 9}, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true},
     {{2, 12, 8, 7}, 6, 1, 1, {1, 1}, {0, 0}, {1, 1}, 3, false},
@@ -148,6 +154,7 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
                         {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
                         {{1, 3, 20, 22}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // direct
                         {{2, 20, 7, 7}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},   // grouped, transposed
+                        {{1, 16, 5, 5}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // Winograd, channels
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
     for (const char* act : kActivations) {
