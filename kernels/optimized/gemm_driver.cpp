@@ -48,7 +48,8 @@ BatchOffsets batch_offsets(const GemmBatches& g, int64_t index) {
 
 // How the problem is cut into tasks: each batch into mt row ranges times nt
 // panel ranges. Splitting columns first gives each thread its own part of B
-// (its own share of the weights to stream, its own B blocks to pack).
+// (its own share of the weights to stream, its own B blocks to pack), when
+// there are enough panels for equal shares.
 struct Split {
   int64_t mt = 1, nt = 1;
   int64_t rows = 0, panels = 0;  // per task
@@ -63,7 +64,10 @@ Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches
     // Enough tasks that every thread gets the same number of equal ones.
     want = threads / std::gcd(batches, threads);
   }
-  s.nt = std::min(want, panels);
+  // Columns first, unless a few panels do not share evenly (a pointwise convolution to 40 or 96
+  // channels, run transposed: 2 or 3 panels, the last one partial) and there are rows to share.
+  const bool even_columns = panels >= 4 * want || (panels % want == 0 && p.n % kr.nr == 0);
+  s.nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
   s.mt = std::min(ceil_div(want, s.nt), strips);
   s.panels = ceil_div(panels, s.nt);
   s.rows = ceil_div(strips, s.mt) * kr.mr;
