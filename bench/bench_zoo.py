@@ -43,8 +43,9 @@ def median_seconds(fn, repeat: int, before=None) -> float:
     return statistics.median(times)
 
 
-def cases(name: str):
-    """(model, example inputs, export kwargs, [(label, inputs, reset)]) for a zoo model."""
+def cases(name: str, image: int = vision.INPUT_SHAPE[-1]):
+    """(model, example inputs, export kwargs, [(label, inputs, reset)]) for a zoo model
+    (vision models, including "resnet18", on 1 x 3 x image x image)."""
     if name == "minilm":
         model = minilm.load_minilm()
         ids, mask = minilm.encode_inputs("kiln exports PyTorch models and runs them on the CPU.")
@@ -62,7 +63,7 @@ def cases(name: str):
         return model, (prompt, torch.arange(n)), {"dynamic_shapes": ({1: tokens}, {0: tokens})}, [
             (f"prefill T={n}", (prompt, torch.arange(n)), True),
             ("decode T=1", (prompt[:, :1], torch.tensor([n])), False)]
-    model, x = vision.build(name)
+    model, x = vision.build(name, shape=(1, 3, image, image))
     return model, (x,), {}, [(f"{list(x.shape)}", (x,), None)]
 
 

@@ -235,35 +235,6 @@ class Probe:
 # --------------------------------------------------------------------------- models
 
 
-class BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int):
-        super().__init__()
-        self.conv1 = vision.ConvBNAct(cin, cout, 3, stride)
-        self.conv2 = vision.ConvBNAct(cout, cout, 3, act=None)
-        self.shortcut = (vision.ConvBNAct(cin, cout, 1, stride, act=None)
-                         if stride != 1 or cin != cout else nn.Identity())
-
-    def forward(self, x):
-        return F.relu(self.conv2(self.conv1(x)) + self.shortcut(x))
-
-
-class ResNet18(nn.Module):
-    """ResNet-18's layout (He et al. 2016): 7x7 stem, max pool, BasicBlocks [2, 2, 2, 2] of 64..512 channels."""
-
-    def __init__(self, num_classes: int = 1000):
-        super().__init__()
-        layers: list[nn.Module] = [vision.ConvBNAct(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
-        cin = 64
-        for i, cout in enumerate((64, 128, 256, 512)):
-            layers += [BasicBlock(cin, cout, 1 if i == 0 else 2), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
-
-
 class FunctionalLlama(nn.Module):
     """smollm2.Llama.forward with the KV caches as inputs and outputs instead of buffers
     updated in place (what torch.onnx.export and ORT handle): same weights, same math,
@@ -371,8 +342,8 @@ def build_rows(selected: list[str]) -> tuple[dict[str, Model], list[Row]]:
     for name in ("mobilenet_v3_small", "efficientnet_like", "resnet18"):
         if not wanted(name, name):
             continue
-        net = ResNet18() if name == "resnet18" else \
-            {"mobilenet_v3_small": vision.MobileNetV3Small, "efficientnet_like": vision.EfficientNetLike}[name]()
+        net = {"mobilenet_v3_small": vision.MobileNetV3Small, "efficientnet_like": vision.EfficientNetLike,
+               "resnet18": vision.ResNet18}[name]()
         vision._randomize(net, seed=0)  # the zoo's seeded weights and measured BN statistics
         x = torch.randn(IMAGE, generator=gen(name))
         models[name] = Model(net, (x,))

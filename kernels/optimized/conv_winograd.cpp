@@ -54,12 +54,17 @@ struct TransformArg {
 
 void transform_weights(const void* arg, void* dst) {
   const TransformArg& a = *static_cast<const TransformArg*>(arg);
-  float* u = static_cast<float*>(dst);
-  const int64_t plane = a.cout * a.cin;
-  parallel_for(a.cout, grain_for(a.cin * 64), [&](int64_t c0, int64_t c1) {
+  winograd_transform_weights(a.w, a.cout, a.cin, static_cast<float*>(dst));
+}
+
+}  // namespace
+
+void winograd_transform_weights(const float* w, int64_t cout, int64_t cin, float* u) {
+  const int64_t plane = cout * cin;
+  parallel_for(cout, grain_for(cin * 64), [&](int64_t c0, int64_t c1) {
     for (int64_t co = c0; co < c1; ++co) {
-      for (int64_t ci = 0; ci < a.cin; ++ci) {
-        const float* g = a.w + (co * a.cin + ci) * 9;
+      for (int64_t ci = 0; ci < cin; ++ci) {
+        const float* g = w + (co * cin + ci) * 9;
         float t[4][3];  // G g
         for (int j = 0; j < 3; ++j) {
           t[0][j] = g[j];
@@ -67,7 +72,7 @@ void transform_weights(const void* arg, void* dst) {
           t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
           t[3][j] = g[6 + j];
         }
-        float* out = u + co * a.cin + ci;
+        float* out = u + co * cin + ci;
         for (int r = 0; r < 4; ++r) {  // (G g) G^T
           out[(4 * r + 0) * plane] = t[r][0];
           out[(4 * r + 1) * plane] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
@@ -78,8 +83,6 @@ void transform_weights(const void* arg, void* dst) {
     }
   });
 }
-
-}  // namespace
 
 size_t winograd_call_scratch_bytes(const ConvGeom& g, Isa isa) {
   if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.groups != 1) return 0;
@@ -164,7 +167,7 @@ Status winograd_conv(const ConvGeom& g, Isa isa, const float* u, const KernelCon
       out.y = g.y + b * plane_out;
       out.residual = g.residual != nullptr ? g.residual + b * plane_out : nullptr;
       k.output(out);
-      if (post_activation) activate_tile(f32_activation_for(isa), g.act, out.y, g.ow, g.oh, g.ow);
+      if (post_activation) activate_tile(f32_activation_for(isa), g.act, out.y, 0, 1, plane_out);  // one run
     }
   });
   return Status::ok();

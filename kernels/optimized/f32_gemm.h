@@ -45,6 +45,9 @@ struct F32GemmKernels {
   int64_t kc = 0, mc = 0, nc = 0;  // cache blocks: K slice, rows of A per L2 block, columns of B per block
   // tile[r - 1] computes a tile of r rows (1 <= r <= mr); tile[0] is the GEMV.
   GemmTileFn tile[kGemmMaxMR] = {};
+  // The same for a tile of at most nr / 2 valid columns (the last panel of an N that is not a
+  // multiple of nr): it computes half the vectors.
+  GemmTileFn narrow[kGemmMaxMR] = {};
   // Four one-row tiles (t[0..3]: the same kc, a and flags, their own panels)
   // at once, so that four streams of B are read side by side: one core reads
   // memory faster from several streams than from one.

@@ -11,6 +11,9 @@ struct F32Im2colKernels {
   // matrix of batch (image, group), row k being the window tap (ci, i, j), for
   // the output pixels [n0, n0 + nc).
   PackBFn pack = nullptr;
+  // A PackAFn over a ConvGeom of a 1x1 stride-1 unpadded convolution, batch = group: rows
+  // [m0, m0 + mc) of X^T (row image * pixels + p), columns [k0, k0 + kc) (the group's input channels).
+  PackAFn pack_pointwise_transposed = nullptr;
 };
 KILN_ISA_TABLE(F32Im2colKernels, f32_im2col)
 

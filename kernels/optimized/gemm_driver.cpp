@@ -48,7 +48,8 @@ BatchOffsets batch_offsets(const GemmBatches& g, int64_t index) {
 
 // How the problem is cut into tasks: each batch into mt row ranges times nt
 // panel ranges. Splitting columns first gives each thread its own part of B
-// (its own share of the weights to stream, its own B blocks to pack).
+// (its own share of the weights to stream, its own B blocks to pack), when
+// there are enough panels for equal shares.
 struct Split {
   int64_t mt = 1, nt = 1;
   int64_t rows = 0, panels = 0;  // per task
@@ -63,7 +64,10 @@ Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches
     // Enough tasks that every thread gets the same number of equal ones.
     want = threads / std::gcd(batches, threads);
   }
-  s.nt = std::min(want, panels);
+  // Columns first, unless a few panels do not share evenly (a pointwise convolution to 40 or 96
+  // channels, run transposed: 2 or 3 panels, the last one partial) and there are rows to share.
+  const bool even_columns = panels >= 4 * want || (panels % want == 0 && p.n % kr.nr == 0);
+  s.nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
   s.mt = std::min(ceil_div(want, s.nt), strips);
   s.panels = ceil_div(panels, s.nt);
   s.rows = ceil_div(strips, s.mt) * kr.mr;
@@ -137,7 +141,7 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
       const int64_t kcb = std::min(kc, p.k - k0);
       const float* panel0;
       if (prepacked) {
-        panel0 = p.packed_b + k0 * padded_n + pb * kcb * nr;
+        panel0 = p.packed_b + off.b + k0 * padded_n + pb * kcb * nr;
       } else {
         if (p.pack_b != nullptr) {
           p.pack_b(p.pack_b_ctx, batch, k0, kcb, n0, block_cols, static_cast<int>(nr), b_buf);
@@ -202,10 +206,13 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
           for (int64_t i0 = mb; i0 < me; i0 += mr) {
             const int64_t rows = std::min(mr, me - i0);
             place(t, i0, panel);
-            kr.tile[rows - 1](t);
-            if (t.last && post_activation) activate_tile(*kr.activation, p.act, t.c, p.ldc, rows, t.nc);
+            (t.nc <= nr / 2 ? kr.narrow : kr.tile)[rows - 1](t);
           }
         }
+        // Over the finished block (in L2) rather than tile by tile: rows of up to nc columns
+        // instead of nr pay the call and the partial vector once per row.
+        if (t.last && post_activation)
+          activate_tile(*kr.activation, p.act, c + mb * p.ldc + n0, p.ldc, me - mb, block_cols);
       }
       k0 += kcb;
     } while (k0 < p.k);
@@ -249,33 +256,48 @@ struct PrepackArg {
   const float* b;
   int64_t rs, cs, k, n, kc;
   int nr;
+  int64_t batches, batch_stride;
 };
 
 // Slices of kc rows of K, one after the other, each as panels (see GemmProblem::packed_b).
 // On the pool: a model's weights are hundreds of MB, packed at load.
 void prepack_fn(const void* arg, void* dst) {
   const PrepackArg& a = *static_cast<const PrepackArg*>(arg);
-  const int64_t panels = ceil_div(a.n, a.nr), slices = ceil_div(a.k, a.kc);
-  parallel_for(slices * panels, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
+  const int64_t panels = ceil_div(a.n, a.nr), slices = ceil_div(a.k, a.kc), per_batch = slices * panels;
+  parallel_for(a.batches * per_batch, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t k0 = t / panels * a.kc, kc = std::min(a.kc, a.k - k0), j0 = t % panels * a.nr;
-      float* out = static_cast<float*>(dst) + k0 * panels * a.nr + j0 * kc;
-      pack_b_panels(a.b + k0 * a.rs + j0 * a.cs, a.rs, a.cs, kc, std::min<int64_t>(a.nr, a.n - j0), a.nr, out);
+      const int64_t batch = t / per_batch, u = t % per_batch;
+      const int64_t k0 = u / panels * a.kc, kc = std::min(a.kc, a.k - k0), j0 = u % panels * a.nr;
+      float* out = static_cast<float*>(dst) + batch * a.k * panels * a.nr + k0 * panels * a.nr + j0 * kc;
+      pack_b_panels(a.b + batch * a.batch_stride + k0 * a.rs + j0 * a.cs, a.rs, a.cs, kc,
+                    std::min<int64_t>(a.nr, a.n - j0), a.nr, out);
     }
   });
 }
 
 }  // namespace
 
+int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches) {
+  return batches * ceil_div(n, kernels.nr) * kernels.nr * k;
+}
+
+void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n,
+                    int64_t batches, int64_t batch_stride, float* dst) {
+  const PrepackArg arg{b, rs, cs, k, n, k_slice(kernels, k), kernels.nr, batches, batch_stride};
+  prepack_fn(&arg, dst);
+}
+
 Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
-                               int64_t cs, int64_t k, int64_t n) {
+                               int64_t cs, int64_t k, int64_t n, int64_t batches, int64_t batch_stride) {
   const int64_t kc = k_slice(kernels, k);
-  const PrepackArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.nr};
-  const size_t bytes = static_cast<size_t>(ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) * sizeof(float);
+  const PrepackArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.nr, batches, batch_stride};
+  const size_t bytes = static_cast<size_t>(batches * ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) *
+                       sizeof(float);
   // Everything that determines the packed bytes besides the source's.
-  const std::string layout = format("f32-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld",
-                                    static_cast<long long>(kc), kernels.nr, static_cast<long long>(k),
-                                    static_cast<long long>(n), static_cast<long long>(rs), static_cast<long long>(cs));
+  const std::string layout =
+      format("f32-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld-b%lldx%lld", static_cast<long long>(kc), kernels.nr,
+             static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(rs),
+             static_cast<long long>(cs), static_cast<long long>(batches), static_cast<long long>(batch_stride));
   Result<const void*> packed = packed_constant(ctx, source, layout.c_str(), bytes, prepack_fn, &arg);
   if (!packed.ok()) return packed.status();
   return static_cast<const float*>(packed.value());

@@ -37,7 +37,7 @@ struct GemmBatches {
   int ndim = 0;
   int64_t sizes[kMaxDims] = {};
   int64_t a_strides[kMaxDims] = {};
-  int64_t b_strides[kMaxDims] = {};     // for strided B (see GemmProblem::b)
+  int64_t b_strides[kMaxDims] = {};     // for strided or prepacked B (see GemmProblem::b)
   int64_t bias_strides[kMaxDims] = {};  // per-row biases of grouped convolutions
   int64_t c_stride = 0;                 // C and the residual: contiguous [batch][m][n]
   int64_t count() const;
@@ -75,9 +75,17 @@ struct GemmProblem {
 void pack_b_panels(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, int nr, float* dst);
 
 // Packs the constant B[k][n] = source[k * rs + n * cs] (k, n >= 1) once per
-// loaded program (packed_constant), for GemmProblem::packed_b.
+// loaded program (packed_constant), for GemmProblem::packed_b; `batches` of
+// them, batch b from source + b * batch_stride, one after the other (a batched
+// problem then offsets packed_b by its b_strides: k * padded n per batch).
 Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
-                               int64_t cs, int64_t k, int64_t n);
+                               int64_t cs, int64_t k, int64_t n, int64_t batches = 1, int64_t batch_stride = 0);
+
+// The same into dst (prepacked_b_floats of them), for a kernel that packs a B it computes at load
+// (Winograd's transformed weights).
+int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches = 1);
+void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n,
+                    int64_t batches, int64_t batch_stride, float* dst);
 
 // Per-worker scratch that gemm() needs for problems of at most `n` columns:
 // blocks of A, and of B unless it is prepacked.

@@ -12,6 +12,7 @@
 
 #include "optimized/conv2d.h"
 #include "optimized/f32_im2col.h"
+#include "optimized/f32_layout.h"
 #include "optimized/gemm_activation.h"
 #include "optimized/gemm_driver.h"
 
@@ -75,12 +76,14 @@ Status conv_gemm(const ConvGeom& g, Isa isa, const KernelContext& ctx, size_t sc
 // output channels instead: C^T[p, co] = im2col(x)^T[p, k] @ W^T[k, co], with
 // W^T prepacked like a linear weight, blocks of im2col(x)^T made as the GEMM
 // needs them, and C^T (in call scratch) written into out's layout at the end,
-// with the residual and the activation (images folded into the rows).
+// with the residual and the activation (images folded into the rows). Groups
+// are batches: group g's columns of C^T are output channels g * cout_g on.
 
 // Floats of call scratch the transposed path needs, or 0 when it should not serve.
 int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
   const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw;
-  if (g.groups != 1 || k == 0) return 0;
+  // A group's output channels fill at least half a panel (EfficientNet's grouped expansions do).
+  if (k == 0 || g.cout / g.groups < kr.nr / 2) return 0;
   // Worth it when the pixels waste more than a tenth of the panels.
   const int64_t padded = (hw + kr.nr - 1) / kr.nr * kr.nr;
   if (padded * 10 <= hw * 11) return 0;
@@ -94,9 +97,10 @@ int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
 // holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
 // Tap by tap, so that the input is read along its rows (the block is small
 // enough to stay in L1 while its columns are written).
-void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
-                            int64_t ld) {
+void pack_im2col_transposed(const void* ctx, int64_t group, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                            float* dst, int64_t ld) {
   const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
+  const int64_t c0 = group * g.cin_g;
   const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
   int64_t ci = k0 / window, i = k0 % window / g.kw, j = k0 % g.kw;  // the tap of column k0
   for (int64_t t = 0; t < kc; ++t) {
@@ -112,7 +116,7 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
       if (ih < 0 || ih >= g.h) {
         for (int64_t q = o; q < end; ++q, d += ld) *d = 0.0f;
       } else {
-        const float* row = g.x + ((image * g.c + ci) * g.h + ih) * g.w + off;
+        const float* row = g.x + ((image * g.c + c0 + ci) * g.h + ih) * g.w + off;
         const int64_t lo = std::min(std::max(o, o_lo), end), hi = std::max(lo, std::min(end, o_hi));
         for (int64_t q = o; q < lo; ++q, d += ld) *d = 0.0f;
         for (int64_t q = lo; q < hi; ++q, d += ld) *d = row[q * g.sw];
@@ -128,49 +132,55 @@ void pack_im2col_transposed(const void* ctx, int64_t, int64_t m0, int64_t mc, in
   }
 }
 
-Status conv_transposed(const ConvGeom& g, const F32GemmKernels& kr, const float* packed_wt, const KernelContext& ctx,
+Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const KernelContext& ctx,
                        size_t worker_scratch, size_t call_scratch) {
-  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw;
+  const F32GemmKernels& kr = f32_gemm_for(isa);
+  const int64_t hw = g.oh * g.ow, k = g.cin_g * g.kh * g.kw, rows = g.images * hw, cout_g = g.cout / g.groups;
   KILN_CHECK_OR_RETURN(static_cast<size_t>(rows * g.cout) * sizeof(float) <= call_scratch, KernelFailure,
                        "conv2d: the scratch planned at load does not fit this input");
   float* ct = static_cast<float*>(ctx.scratch);
   GemmProblem p;
-  p.m = rows, p.n = g.cout, p.k = k;
-  p.pack_a = pack_im2col_transposed, p.pack_a_ctx = &g;
+  p.m = rows, p.n = cout_g, p.k = k;
+  p.pack_a = is_pointwise(g) ? f32_im2col_for(isa).pack_pointwise_transposed : pack_im2col_transposed;
+  p.pack_a_ctx = &g;
   p.packed_b = packed_wt;
   p.c = ct, p.ldc = g.cout;
   p.bias = g.bias;
+  // Without a residual, an activation the GEMM applies in registers is applied there.
+  const bool act_in_gemm = g.residual == nullptr && !activation_after_tile(g.act.kind);
+  if (act_in_gemm) p.act = g.act;
+  p.batches.ndim = 1;
+  p.batches.sizes[0] = g.groups;
+  p.batches.b_strides[0] = k * ((cout_g + kr.nr - 1) / kr.nr * kr.nr);
+  p.batches.bias_strides[0] = cout_g;
+  p.batches.c_stride = cout_g;
   KILN_RETURN_IF_ERROR(gemm(kr, p, ctx, worker_scratch));
-  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]).
-  // Blocks of kBlock channels: each row of C^T gives a cache line to each of kBlock output planes.
+  // out[image, co, p] = act(C^T[image * hw + p, co] + residual[image, co, p]): blocks of channels
+  // transposed into their planes, then the residual and the activation along the planes.
+  const F32LayoutKernels& layout = f32_layout_for(isa);
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (g.cout + kBlock - 1) / kBlock;
-  parallel_for(g.images * blocks, grain_for(hw * kBlock), [&](int64_t b0, int64_t b1) {
+  const bool finish = !act_in_gemm && (g.residual != nullptr || g.act.kind != Activation::None);
+  parallel_for(g.images * blocks, grain_for(hw * kBlock * 2), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t image = b / blocks, c0 = b % blocks * kBlock, c1 = std::min(g.cout, c0 + kBlock);
-      const float* src = ct + image * hw * g.cout;
-      const int64_t plane0 = image * g.cout;
-      for (int64_t q = 0; q < hw; ++q) {
-        for (int64_t co = c0; co < c1; ++co) {
-          const int64_t at = (plane0 + co) * hw + q;
-          g.y[at] = src[q * g.cout + co] + (g.residual != nullptr ? g.residual[at] : 0.0f);
-        }
-      }
-      if (g.act.kind != Activation::None) {
-        activate_tile(*kr.activation, g.act, g.y + (plane0 + c0) * hw, hw, c1 - c0, hw);
-      }
+      const int64_t image = b / blocks, c0 = b % blocks * kBlock, channels = std::min(g.cout - c0, kBlock);
+      const int64_t at = (image * g.cout + c0) * hw;
+      layout.transpose(ct + image * hw * g.cout + c0, g.cout, hw, channels, g.y + at, hw);
+      if (finish)
+        layout.add_activate(g.y + at, g.residual != nullptr ? g.residual + at : nullptr, channels * hw, g.act.kind,
+                            g.act.lo, g.act.hi);
     }
   });
   return Status::ok();
 }
 
-enum class ConvPath : uint8_t { Gemm, Depthwise, Winograd, Transposed };
+enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Direct, Winograd, WinogradChannels, Transposed };
 
 struct ConvState {
   Isa isa = Isa::Baseline;
   ConvPath path = ConvPath::Gemm;
   size_t scratch = 0;  // per worker
-  // Winograd and transposed: the weights transformed or packed at load, the
+  // Channel-block depthwise, Winograd and transposed: the weights transformed or packed at load, the
   // weight they came from, and the call scratch.
   const float* packed = nullptr;
   const void* packed_from = nullptr;
@@ -186,9 +196,30 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   auto s = std::make_unique<ConvState>();
   s->isa = ctx.isa;
   const F32GemmKernels& kr = f32_gemm_for(ctx.isa);
-  if (is_depthwise(g)) {
+  if (is_depthwise(g) && weight->is_constant()) {
+    const size_t scratch = depthwise_channels_scratch_bytes(g, ctx.isa);
+    if (scratch > 0) {
+      Result<const float*> packed = depthwise_channels_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::DepthwiseChannels;
+      s->packed = packed.value();
+      s->scratch = scratch;
+    }
+  }
+  if (is_depthwise(g) && s->path == ConvPath::Gemm) {
     s->scratch = depthwise_scratch_bytes(g, ctx.isa);
     if (s->scratch > 0) s->path = ConvPath::Depthwise;
+  }
+  if (s->path == ConvPath::Gemm && weight->is_constant()) {
+    const size_t call = direct_call_scratch_bytes(g, ctx.isa);
+    if (call > 0) {
+      Result<const float*> packed = direct_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::Direct;
+      s->packed = packed.value();
+      s->scratch = direct_worker_scratch_bytes(g, ctx.isa);
+      s->call_scratch = call;
+    }
   }
   if (s->path == ConvPath::Gemm && weight->is_constant()) {
     s->call_scratch = winograd_call_scratch_bytes(g, ctx.isa);
@@ -200,16 +231,27 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
       s->scratch = winograd_worker_scratch_bytes(g, ctx.isa);
     }
   }
+  if (s->path == ConvPath::Gemm && weight->is_constant() && transposed_scratch_floats(g, kr) > 0) {
+    // Images too small for vectors of tiles (those that would otherwise run transposed).
+    s->call_scratch = winograd_channels_call_scratch_bytes(g, ctx.isa);
+    if (s->call_scratch > 0) {
+      Result<const float*> packed = winograd_channels_weights(ctx, *weight, g);
+      if (!packed.ok()) return packed.status();
+      s->path = ConvPath::WinogradChannels;
+      s->packed = packed.value();
+      s->scratch = winograd_channels_worker_scratch_bytes(g, ctx.isa);
+    }
+  }
   if (s->path == ConvPath::Gemm && weight->is_constant()) {
     const int64_t floats = transposed_scratch_floats(g, kr);
     if (floats > 0) {
-      // B[k][co] = W[co][k].
-      const int64_t k = g.cin_g * g.kh * g.kw;
-      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, g.cout);
+      // B_group[k][co] = W[group * cout_g + co][k].
+      const int64_t k = g.cin_g * g.kh * g.kw, cout_g = g.cout / g.groups;
+      Result<const float*> packed = prepack_b(ctx, kr, *weight, 1, k, k, cout_g, g.groups, cout_g * k);
       if (!packed.ok()) return packed.status();
       s->path = ConvPath::Transposed;
       s->packed = packed.value();
-      s->scratch = gemm_worker_scratch_bytes(kr, g.cout, true);
+      s->scratch = gemm_worker_scratch_bytes(kr, g.cout / g.groups, true);
       s->call_scratch = static_cast<size_t>(floats) * sizeof(float);
     }
   }
@@ -231,9 +273,13 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
                        "%s: the weight is not the constant packed at load", op);
   switch (s.path) {
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
+    case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
+    case ConvPath::Direct: return direct_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::WinogradChannels:
+      return winograd_channels_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
-      return conv_transposed(g, f32_gemm_for(s.isa), s.packed, ctx, s.scratch, s.call_scratch);
+      return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Gemm: break;
   }
   return conv_gemm(g, s.isa, ctx, s.scratch);

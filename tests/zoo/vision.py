@@ -163,6 +163,38 @@ class EfficientNetLike(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+# --------------------------------------------------------------------------- ResNet-18 (bench/compare.py)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = ConvBNAct(cin, cout, 3, stride)
+        self.conv2 = ConvBNAct(cout, cout, 3, act=None)
+        self.shortcut = (ConvBNAct(cin, cout, 1, stride, act=None)
+                         if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.conv2(self.conv1(x)) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18's layout (He et al. 2016): 7x7 stem, max pool, BasicBlocks [2, 2, 2, 2] of 64..512 channels."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [ConvBNAct(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for i, cout in enumerate((64, 128, 256, 512)):
+            layers += [BasicBlock(cin, cout, 1 if i == 0 else 2), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 # --------------------------------------------------------------------------- construction
 
 
@@ -198,9 +230,10 @@ def _randomize(model: nn.Module, seed: int) -> None:
 MODELS = ("mobilenet_v3_small", "efficientnet_like")
 
 
-def build(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
-    """(model in eval mode, example input of INPUT_SHAPE); deterministic for a given seed."""
-    model = {"mobilenet_v3_small": MobileNetV3Small, "efficientnet_like": EfficientNetLike}[name]()
+def build(name: str, seed: int = 0, shape: tuple[int, ...] = INPUT_SHAPE) -> tuple[nn.Module, torch.Tensor]:
+    """(model in eval mode, example input of `shape`); deterministic for a given seed.
+    `name`: one of MODELS, or "resnet18" (bench/compare.py's, not tested here: too slow)."""
+    model = {"mobilenet_v3_small": MobileNetV3Small, "efficientnet_like": EfficientNetLike, "resnet18": ResNet18}[name]()
     _randomize(model, seed)
-    x = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(seed + 1))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed + 1))
     return model, x

@@ -53,12 +53,20 @@ const Conv kConvs[] = {
     {{1, 16, 7, 9}, 24, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
     {{2, 8, 9, 9}, 16, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},
     {{1, 40, 5, 5}, 1, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
-    // k x k through the implicit im2col: padding, strides, dilation, odd sizes
+    // pointwise on small images (transposed, X^T packed by 4x4 transposes): runs of rows that
+    // cross images, channels not a multiple of 4, MobileNet's 14x14 projection
+    {{3, 37, 7, 7}, 45, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{1, 96, 14, 14}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},
+    // k x k with at most 4 input channels run direct (stems), more through the implicit im2col:
+    // padding, strides, dilation, odd sizes
     {{1, 3, 11, 13}, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 16, 15, 15}, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
     {{2, 4, 17, 10}, 6, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true},
     {{1, 5, 13, 13}, 7, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true},
     {{1, 3, 32, 32}, 16, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, false},
+    {{2, 3, 30, 31}, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // MobileNet's stem
+    {{1, 3, 23, 40}, 70, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},  // several blocks of output channels
+    {{1, 1, 9, 9}, 5, 2, 4, {1, 1}, {0, 3}, {2, 1}, 1, true},
     {{1, 4, 40, 75}, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // stride 2 along rows of several vectors
     {{1, 2, 9, 31}, 5, 3, 2, {1, 3}, {0, 1}, {1, 2}, 1, true},
     {{4, 9, 13}, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // unbatched
@@ -71,10 +79,20 @@ const Conv kConvs[] = {
     {{1, 20, 16, 70}, 16, 3, 3, {1, 1}, {2, 2}, {1, 1}, 1, true},
     {{1, 600, 12, 12}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     {{1, 8, 40, 40}, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1600 pixels: several column blocks
+    // Winograd over vectors of channels (too few tiles for vectors of tiles at every level below;
+    // ResNet-18's 7x7 layer at avx512): partial tiles, channels not a multiple of any width, images
+    {{1, 20, 2, 3}, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+    {{1, 33, 3, 3}, 35, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {{2, 24, 5, 4}, 16, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true},
+    {{1, 64, 7, 7}, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     // grouped
     {{1, 8, 9, 9}, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true},
     {{2, 12, 8, 7}, 6, 1, 1, {1, 1}, {0, 0}, {1, 1}, 3, false},
-    // depthwise: 3x3, 5x5, strides, dilation, multiplier, generic windows, bands
+    // grouped, transposed (small images, at least half a panel of channels per group)
+    {{2, 24, 7, 7}, 48, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},
+    {{1, 32, 6, 5}, 70, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},
+    // depthwise (rows of 4 vectors or more in the row kernel, narrower ones in channel blocks):
+    // 3x3, 5x5, strides, dilation, multiplier, generic windows, bands
     {{2, 16, 14, 14}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, true},
     {{1, 24, 15, 17}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 24, true},
     {{1, 8, 19, 11}, 8, 5, 5, {2, 2}, {2, 2}, {1, 1}, 8, false},
@@ -88,6 +106,14 @@ const Conv kConvs[] = {
     {{1, 3, 20, 71}, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true},  // stride 2, rows of several vectors
     {{1, 2, 9, 64}, 2, 3, 3, {2, 3}, {1, 0}, {1, 1}, 2, true},
     {{1, 2, 9, 9}, 2, 20, 3, {1, 1}, {6, 1}, {1, 1}, 2, true},  // taller than the direct kernel takes: GEMM
+    // depthwise in channel blocks (rows under 4 vectors): channels not a multiple of any width,
+    // MobileNet's 7x7 and 14x14 planes, several bands, a window wider than the input, a 1x1 plane
+    {{1, 35, 7, 7}, 35, 5, 5, {1, 1}, {2, 2}, {1, 1}, 35, true},
+    {{2, 19, 14, 14}, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}, 19, false},
+    {{1, 21, 60, 45}, 21, 3, 3, {1, 1}, {1, 1}, {1, 1}, 21, true},
+    {{1, 5, 23, 29}, 5, 5, 3, {2, 1}, {1, 2}, {2, 3}, 5, true},
+    {{1, 6, 3, 4}, 6, 5, 7, {1, 1}, {2, 3}, {1, 1}, 6, true},
+    {{1, 17, 1, 1}, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 17, true},
 };
 
 KILN_TEST(conv2d_matches_reference) {
@@ -105,8 +131,8 @@ KILN_TEST(conv2d_matches_reference) {
 }
 
 KILN_TEST(conv2d_fewer_images_than_prepared) {
-  // Winograd (16 channels), depthwise (8 groups of 1), the implicit im2col (8 channels).
-  for (int64_t channels_groups : {16 * 100 + 1, 8 * 100 + 8, 8 * 100 + 1}) {
+  // Winograd (16 channels), depthwise (8 groups of 1), the implicit im2col (8 channels), direct (3).
+  for (int64_t channels_groups : {16 * 100 + 1, 8 * 100 + 8, 8 * 100 + 1, 3 * 100 + 1}) {
     const int64_t channels = channels_groups / 100, groups = channels_groups % 100;
     const Conv c{{3, channels, 10, 10}, channels, 3, 3, {1, 1}, {1, 1}, {1, 1}, groups, true};
     ConvTensors t(c);
@@ -125,6 +151,10 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
   const Conv convs[] = {{{1, 6, 9, 11}, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
                         {{1, 16, 15, 19}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // Winograd
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+                        {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
+                        {{1, 3, 20, 22}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // direct
+                        {{2, 20, 7, 7}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},   // grouped, transposed
+                        {{1, 16, 5, 5}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // Winograd, channels
                         {{1, 12, 13, 9}, 12, 5, 5, {2, 2}, {2, 2}, {1, 1}, 12, true}};
   for (const Conv& c : convs) {
     for (const char* act : kActivations) {
