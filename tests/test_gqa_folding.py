@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
-from conftest import max_rel_error
+from conftest import assert_close
 
 
 def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -72,7 +72,7 @@ def test_repeat_kv_folds_into_gqa_attention(tmp_path):
         got = method(xs.numpy(), step.numpy())
         with torch.no_grad():
             want = model(xs, step)
-        assert max_rel_error(got[0] if isinstance(got, (list, tuple)) else got, want.numpy()) <= 1e-5
+        assert_close(got[0] if isinstance(got, (list, tuple)) else got, want.numpy(), 1e-5)
 
 
 @pytest.mark.parametrize("t", [1, 7, 20])
@@ -88,4 +88,4 @@ def test_repeat_kv_folds_with_dynamic_sequence(tmp_path, t):
     got = kiln.load(path).forward(x.numpy())
     with torch.no_grad():
         want = model(x)
-    assert max_rel_error(got[0] if isinstance(got, (list, tuple)) else got, want.numpy()) <= 1e-5
+    assert_close(got[0] if isinstance(got, (list, tuple)) else got, want.numpy(), 1e-5)
