@@ -193,19 +193,20 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
             } else {
               for (int j = 0; j < count; ++j) kr.tile[0](four[j]);
             }
-            for (int j = 0; j < count && t.last && post_activation; ++j)
-              activate_tile(*kr.activation, p.act, four[j].c, p.ldc, 1, four[j].nc);
           }
-          continue;
-        }
-        for (int64_t panel = pb; panel < pe; ++panel) {
-          for (int64_t i0 = mb; i0 < me; i0 += mr) {
-            const int64_t rows = std::min(mr, me - i0);
-            place(t, i0, panel);
-            kr.tile[rows - 1](t);
-            if (t.last && post_activation) activate_tile(*kr.activation, p.act, t.c, p.ldc, rows, t.nc);
+        } else {
+          for (int64_t panel = pb; panel < pe; ++panel) {
+            for (int64_t i0 = mb; i0 < me; i0 += mr) {
+              const int64_t rows = std::min(mr, me - i0);
+              place(t, i0, panel);
+              kr.tile[rows - 1](t);
+            }
           }
         }
+        // Activations that the tiles do not apply in registers: once over the finished block (rows
+        // of up to nc columns, still in L2), not per tile, so that a call covers many vectors.
+        if (t.last && post_activation)
+          activate_tile(*kr.activation, p.act, c + mb * p.ldc + n0, p.ldc, me - mb, block_cols);
       }
       k0 += kcb;
     } while (k0 < p.k);
