@@ -2,7 +2,7 @@
 // ones, at 1 and 2 threads, as a share of the peak FMA rate this program measures
 // itself; the decode GEMVs (one row) also as a share of the measured read bandwidth.
 //
-//   build/dev/tests/cpp/gemm_bench [--quick] [--threads N] [--isa avx2|avx512|baseline] [filter]
+//   build/dev/tests/cpp/gemm_bench [--quick] [--cold] [--threads N] [--isa avx2|avx512|baseline] [filter]
 //
 // Built with KILN_BUILD_TESTS (target gemm_bench). Kernels are called through the
 // registry the way a loaded method calls them (tests/cpp/kernels/kernel_call.h):
@@ -220,12 +220,13 @@ struct Shape {
 
 // Seconds per call of y = x @ W^T (linear with a constant weight: packed at prepare),
 // or of y = x @ B (mm with a non-constant B: packed per block at run) when `mm`.
-// A GEMV or a product of a few rows (up to 16) cycles through copies of its
-// weight totalling at least 256 MB, so that, as in a decode step or a short
-// prefill chunk, the weights come from memory, not from L3.
-double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, double batch_s) {
+// A GEMV or a product of a few rows (up to 16), and with `cold` every product,
+// cycles through copies of its weight totalling at least 256 MB, so that, as in
+// a model (where each weight is read once per call), the weights come from
+// memory, not from L3.
+double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, double batch_s, bool cold) {
   const int64_t weight_bytes = 4 * s.n * s.k;
-  const int copies = s.m <= 16 ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
+  const int copies = s.m <= 16 || cold ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
   TestTensor x = filled({s.m, s.k}, false), y({s.m, s.n});
   struct Copy {
     TestTensor weight;
@@ -275,13 +276,15 @@ const ConvShape kConvShapes[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, cold = false;
   std::vector<int> thread_counts{1, 2};
   Isa isa = detected_isa();
   const char* filter = "";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--cold") == 0) {
+      cold = true;
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       thread_counts = {std::atoi(argv[++i])};
     } else if (std::strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
@@ -316,9 +319,9 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       if (std::strstr(s.name, filter) == nullptr) continue;
       const double flops = 2.0 * s.m * s.n * s.k;
-      const double lin = time_gemm(s, false, kTierOptimized, isa, threads, batch_s);
-      const double mm = s.m > 1 ? time_gemm(s, true, kTierOptimized, isa, threads, batch_s) : 0;
-      const double port = time_gemm(s, false, kTierPortable, Isa::Baseline, threads, batch_s);
+      const double lin = time_gemm(s, false, kTierOptimized, isa, threads, batch_s, cold);
+      const double mm = s.m > 1 ? time_gemm(s, true, kTierOptimized, isa, threads, batch_s, cold) : 0;
+      const double port = time_gemm(s, false, kTierPortable, Isa::Baseline, threads, batch_s, cold);
       const double lin_gf = lin > 0 ? flops / lin * 1e-9 : 0, mm_gf = mm > 0 ? flops / mm * 1e-9 : 0;
       std::printf("%-18s %5lld %6lld %5lld | %10.1f %5.0f%% | %10.1f %5.0f%% | %10.1f |", s.name, (long long)s.m,
                   (long long)s.n, (long long)s.k, lin_gf, 100 * lin_gf / peak, mm_gf, 100 * mm_gf / peak,

@@ -415,8 +415,10 @@ def test_operator_keys_per_model(exported_models):
     for name, keys in expected.items():
         assert exported_models[name][1].methods["forward"].operators == keys
     transformer = set(exported_models["transformer"][1].methods["forward"].operators)
-    assert {"aten::layer_norm.default", "aten::linear.default", "aten::matmul.default",
-            "aten::_softmax.default", "kiln::fused_linear.default", "aten::slice.Tensor"} <= transformer
+    # matmul, scale, softmax, matmul fused into one attention call (fuse_attention)
+    assert {"aten::layer_norm.default", "aten::linear.default", "aten::scaled_dot_product_attention.default",
+            "kiln::fused_linear.default", "aten::slice.Tensor"} <= transformer
+    assert not {"aten::matmul.default", "aten::_softmax.default"} & transformer
 
 
 # ---------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // Attention microkernels (scaled_dot_product_attention): flash-style, without a score matrix. A task
 // is a chunk of query rows that share one key/value head; keys are taken in blocks of
-// kAttentionKeyBlock: the block is packed transposed once for the whole chunk, then each pair of rows
-// computes its scores, updates its running maximum and sum (online softmax) and accumulates P V.
+// kAttentionKeyBlock: the block is packed transposed once for the whole chunk, then each group of
+// rows (up to kAttentionGroupRows, as many as the level's registers hold) computes its scores,
+// updates its running maxima and sums (online softmax) and accumulates P V, so that every load of a
+// key or value serves all the rows of the group.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,7 @@ namespace kiln::kernels::optimized {
 
 constexpr int64_t kAttentionKeyBlock = 64;
 constexpr int64_t kAttentionRowChunk = 64;  // query rows per task at most
+constexpr int64_t kAttentionGroupRows = 4;  // query rows per register tile at most (any level)
 
 // What every task of one call shares.
 struct AttentionShape {
@@ -38,7 +41,7 @@ struct AttentionTask {
 
 // Per-thread scratch of a task, in bytes (64-byte aligned blocks).
 inline size_t attention_scratch_bytes(int64_t e, int64_t ev) {
-  const auto floats = static_cast<size_t>(e * kAttentionKeyBlock + 2 * kAttentionKeyBlock +
+  const auto floats = static_cast<size_t>(e * kAttentionKeyBlock + kAttentionGroupRows * kAttentionKeyBlock +
                                           kAttentionRowChunk * (ev + 2));
   return floats * sizeof(float);
 }

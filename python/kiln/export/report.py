@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 # How the report names what the fusion passes fused (activations by their own name).
-_FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds")}
+_FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds"),
+                "attention": ("matmul-softmax-matmul attention", "matmul-softmax-matmul attentions")}
 
 
 def _bytes(n: int) -> str:

@@ -183,7 +183,8 @@ KILN_TEST(addmm_matches_reference) {
 
 KILN_TEST(fused_linear_matches_unfused_reference) {
   // act(x @ W^T + bias + residual) against the portable linear, add and activation.
-  const Mnk shapes[] = {{1, 45, 30}, {9, 33, 70}, {64, 100, 600}};
+  // The last two span several row blocks and column blocks (activations are applied per block).
+  const Mnk shapes[] = {{1, 45, 30}, {9, 33, 70}, {64, 100, 600}, {37, 1100, 24}, {1, 1100, 24}};
   int case_index = 0;
   for (const Mnk& s : shapes) {
     for (const char* act : kActivations) {

@@ -12,12 +12,13 @@ def default_passes(optimize: bool = True):
     """The exporter's pass pipeline, in order (imports torch). `optimize`
     adds the fusion passes (export(..., optimize=False) leaves them out)."""
     from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_batch_norms, fold_constants, fold_kv_head_expansion, fuse_epilogues,
+                   fold_batch_norms, fold_constants, fold_kv_head_expansion, fuse_attention, fuse_epilogues,
                    insert_dtype_casts, lower_split_ops, match_state_updates, remove_noop_ops,
                    simplify_view_chains, tensorize_symbolic_scalars)
     from .manager import load_pass
 
     fusion = (fold_batch_norms, fuse_epilogues) if optimize else ()
+    attention = (fuse_attention,) if optimize else ()
     return [load_pass(m) for m in (
         check_shape_bounds,
         tensorize_symbolic_scalars,
@@ -27,6 +28,7 @@ def default_passes(optimize: bool = True):
         remove_noop_ops,
         simplify_view_chains,
         remove_noop_ops,        # chains that collapsed to the identity
+        *attention,             # before fold_kv_head_expansion, which folds into what it makes
         fold_kv_head_expansion,
         insert_dtype_casts,
         fold_constants,
