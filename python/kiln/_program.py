@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,8 +91,11 @@ def _as_input(x):
 class Method:
     """A loaded method: planned memory is allocated once, here, and reused by every call.
 
-    A Method is not reentrant: calls from several threads must be serialized
-    (load the method once per thread for parallel calls).
+    Safe to call from many threads: calls on one Method take turns (a call waits,
+    with the GIL released, for the one in progress), so each caller gets its own
+    outputs and state advances one whole call at a time. For calls that run in
+    parallel, give each thread its own Method (Program.load_method): they share
+    the program's packed weights.
     """
 
     def __init__(self, native):
@@ -150,6 +154,7 @@ class Program:
     def __init__(self, native):
         self._native = native
         self._methods: dict[str, Method] = {}
+        self._methods_lock = threading.Lock()
 
     @property
     def method_names(self) -> list[str]:
@@ -178,7 +183,12 @@ class Program:
         once and then reused, state included: prog.forward(...) calls it."""
         m = self._methods.get(name)
         if m is None:
-            m = self._methods[name] = self.load_method(name)
+            # Many threads may ask first at once: they must all get one Method
+            # (one state), so it is loaded once, under a lock.
+            with self._methods_lock:
+                m = self._methods.get(name)
+                if m is None:
+                    m = self._methods[name] = self.load_method(name)
         return m
 
     def load_method(self, name: str = "forward") -> Method:

@@ -323,9 +323,45 @@ bool is_torch_tensor(nb::handle obj) {
   return torch;
 }
 
-// Method.run(inputs): binds every input (in place when possible), executes
-// with the GIL released, and returns a list of new numpy arrays.
+// The Methods whose turn this thread holds (a handful at most: one per method
+// an input conversion might call into).
+thread_local std::vector<const PyMethod*> t_turns;
+
+// The Method's turn for one Python call (program.h, Threads): taken at once when
+// free (the common case costs one uncontended lock), else waited for with the
+// GIL released, so the thread whose turn it is can take the GIL back to finish.
+class Turn {
+ public:
+  explicit Turn(PyMethod& self) : self_(self) {
+    if (!self.method.try_lock()) {
+      for (const PyMethod* m : t_turns) {
+        if (m == &self) {
+          check(kiln::Status(kiln::Error::Busy,
+                             kiln::format("method '%s' was called again from inside its own call (by the "
+                                          "conversion of one of its inputs)", self.method.spec().name.c_str())));
+        }
+      }
+      nb::gil_scoped_release release;
+      self.method.lock();
+    }
+    t_turns.push_back(&self);
+  }
+  ~Turn() {
+    t_turns.pop_back();
+    self_.method.unlock();
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+ private:
+  PyMethod& self_;
+};
+
+// Method.run(inputs): in the method's turn, binds every input (in place when
+// possible), executes with the GIL released, and returns a list of new numpy
+// arrays (copied out before the turn ends).
 nb::list run_method(PyMethod& self, nb::tuple inputs) {
+  Turn turn(self);
   const kiln::MethodSpec& spec = self.method.spec();
   const size_t n = inputs.size();
   if (n != spec.inputs.size()) {
@@ -414,7 +450,10 @@ NB_MODULE(_kiln, m) {
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
       .def("run", &run_method)
-      .def("reset_state", [](PyMethod& self) { self.method.reset_state(); })
+      .def("reset_state", [](PyMethod& self) {
+        nb::gil_scoped_release release;  // waits for the turn in progress
+        self.method.reset_state();
+      })
       .def_prop_ro("isa", [](const PyMethod& self) { return kiln::isa_name(self.method.isa()); })
       .def_prop_ro("instructions", [](const PyMethod& self) {
         nb::list out;
@@ -460,7 +499,7 @@ NB_MODULE(_kiln, m) {
   });
   m.def("error_names", [] {
     std::vector<std::string> names;
-    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::DuplicateRuntime); ++e) {
+    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::Busy); ++e) {
       names.push_back(kiln::error_name(static_cast<kiln::Error>(e)));
     }
     return names;

@@ -619,6 +619,39 @@ Status MethodState::execute() {
 
 }  // namespace internal
 
+namespace {
+
+bool held_here(const internal::MethodState& s) {
+  return s.holder.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+
+// The turn for one call of a thread that does not hold the Method: taken if
+// free, else the call is refused (program.h: a call never waits unasked, and
+// never runs while another thread's call or turn is in progress).
+class CallTurn {
+ public:
+  explicit CallTurn(internal::MethodState& s) : s_(s), owned_(!held_here(s) && s.turn.try_lock()),
+                                                  busy_(!owned_ && !held_here(s)) {}
+  ~CallTurn() {
+    if (owned_) s_.turn.unlock();
+  }
+  CallTurn(const CallTurn&) = delete;
+  CallTurn& operator=(const CallTurn&) = delete;
+
+  Status status() const {
+    if (!busy_) return Status::ok();
+    return Status(Error::Busy, format("method '%s' is in use by another thread: share a Method by holding it "
+                                      "(std::lock_guard<kiln::Method>) around each call, or load one Method per thread",
+                                      s_.spec.name.c_str()));
+  }
+
+ private:
+  internal::MethodState& s_;
+  bool owned_, busy_;
+};
+
+}  // namespace
+
 Method::Method(std::unique_ptr<internal::MethodState> state) : state_(std::move(state)) {}
 Method::Method(Method&&) noexcept = default;
 Method& Method::operator=(Method&&) noexcept = default;
@@ -627,22 +660,58 @@ Method::~Method() = default;
 const MethodSpec& Method::spec() const { return state_->spec; }
 size_t Method::num_inputs() const { return state_->inputs.size(); }
 size_t Method::num_outputs() const { return state_->outputs.size(); }
-Status Method::set_input(size_t index, const Tensor& input) { return state_->set_input(index, input); }
-Status Method::execute() { return state_->execute(); }
 const Tensor& Method::output(size_t index) const { return *state_->outputs[index]; }
-void Method::reset_state() { state_->reset_state(); }
 const std::vector<InstructionInfo>& Method::instructions() const { return state_->infos; }
 Isa Method::isa() const { return state_->program->isa; }
 
+Status Method::set_input(size_t index, const Tensor& input) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->set_input(index, input);
+}
+
+Status Method::execute() {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->execute();
+}
+
+void Method::reset_state() {
+  if (held_here(*state_)) {
+    state_->reset_state();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(state_->turn);
+  state_->reset_state();
+}
+
 Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
   KILN_CHECK_OR_RETURN(inputs.size() == num_inputs(), InvalidInput, "method '%s' takes %zu inputs, got %zu",
                        state_->spec.name.c_str(), num_inputs(), inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(set_input(i, inputs[i]));
-  KILN_RETURN_IF_ERROR(execute());
+  for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(state_->set_input(i, inputs[i]));
+  KILN_RETURN_IF_ERROR(state_->execute());
   std::vector<Tensor> outputs;
   outputs.reserve(num_outputs());
   for (size_t i = 0; i < num_outputs(); ++i) outputs.push_back(output(i));
   return outputs;
+}
+
+void Method::lock() {
+  state_->turn.lock();
+  state_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
+
+bool Method::try_lock() {
+  if (!state_->turn.try_lock()) return false;
+  state_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  return true;
+}
+
+void Method::unlock() {
+  state_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  state_->turn.unlock();
 }
 
 }  // namespace kiln

@@ -1,8 +1,11 @@
 // MethodState: a loaded method's values, planned memory and resolved instructions.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/kernel.h"
@@ -100,6 +103,13 @@ struct MethodState {
     Tensor declared;  // the tensor as loaded: data, sizes and capacity
   };
   std::vector<StateInit> state;
+
+  // The turn of program.h's thread contract: held by Method::lock(), or by one
+  // call of a thread that does not hold it. `holder` is the thread that took it
+  // with lock() (only that thread writes its own id, so a relaxed load that
+  // sees this thread's id is exact).
+  std::mutex turn;
+  std::atomic<std::thread::id> holder{};
 };
 
 }  // namespace kiln::internal
