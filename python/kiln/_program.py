@@ -221,7 +221,8 @@ class Program:
         return f"<kiln.Program methods={self.method_names} size={self.size_bytes}B>"
 
 
-def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "") -> Program:
+def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "",
+         mmap: bool = True) -> Program:
     """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
 
     `max_memory_bytes` bounds what a method may plan (arenas, kernel scratch)
@@ -231,11 +232,19 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     optimized kernels use ("baseline", "avx2", "avx512", "neon"; default:
     KILN_ISA, else what the CPU supports).
 
+    A path is memory-mapped and its constants are used in place: while the
+    program lives, replace the file by renaming a new one over it, never by
+    writing or truncating it in place. `mmap=False` reads the whole file into
+    memory the program owns instead. A bytes object is used in place when
+    aligned; any other buffer is copied (docs/threads-and-files.md).
+
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.
     """
+    if mmap is not True and mmap is not False:
+        raise InvalidArgument(f"kiln.load: mmap must be True or False, got {mmap!r}")
     if isinstance(source, (str, os.PathLike)):
-        return Program(_kiln.load_file(os.fspath(source), int(max_memory_bytes), kernels, isa))
+        return Program(_kiln.load_file(os.fsdecode(source), int(max_memory_bytes), kernels, isa, mmap))
     try:
         memoryview(source)
     except TypeError:

@@ -134,21 +134,24 @@ std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
   });
 }
 
-kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
+kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
+                               bool map_file = true) {
   kiln::LoadOptions options;
   options.max_memory_bytes = max_memory_bytes;
   options.kernels = kernels;
   options.isa = isa;
+  options.map_file = map_file;
   return options;
 }
 
 PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
   std::shared_ptr<Py_buffer> view = hold_buffer(obj);
   kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
-  // Program::load_from_buffer borrows 64-byte aligned memory and copies the
-  // rest. Writable buffers are copied regardless: the caller could change them
-  // after verification.
-  bool borrow = view->readonly && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
+  // Program::load_from_buffer borrows 64-byte aligned memory, which must not
+  // change while the program lives. Only a bytes object is sure not to: a
+  // read-only view (memoryview.toreadonly(), a read-only mmap) may still be
+  // written through its owner or its file, so everything else is copied.
+  bool borrow = PyBytes_CheckExact(obj.ptr()) && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
   kiln::Result<kiln::Program> program =
       borrow ? kiln::Program::load_from_buffer(view->buf, static_cast<size_t>(view->len), options)
              : kiln::Program::load_from_copy(view->buf, static_cast<size_t>(view->len), options);
@@ -465,8 +468,8 @@ NB_MODULE(_kiln, m) {
       });
 
   m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
-                        const std::string& isa) {
-    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
+                        const std::string& isa, bool map_file) {
+    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, map_file);
     kiln::Result<kiln::Program> program = [&] {
       nb::gil_scoped_release release;
       return kiln::Program::load(path, options);

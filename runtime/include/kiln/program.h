@@ -55,6 +55,11 @@ struct LoadOptions {
   // "avx2", "avx512", "neon"); a level above what the CPU supports is lowered to
   // it. Empty: the KILN_ISA environment variable, else what the CPU supports.
   std::string isa;
+  // Program::load: true maps the file and uses its constants in place (the
+  // program table is always read into private memory and verified there);
+  // false reads the whole file into memory the program owns, so that nothing
+  // done to the file after load can affect the program (docs/threads-and-files.md).
+  bool map_file = true;
 };
 
 // How one instruction of a loaded method is served.
@@ -71,7 +76,10 @@ class Method;
 
 class KILN_API Program {
  public:
-  // Memory-maps the file; constant data is used in place.
+  // Memory-maps the file (or reads it, LoadOptions::map_file); constant data
+  // is used in place. While a program or method lives, a mapped file must not
+  // be truncated or written in place (replace it by renaming a new file over
+  // it): its constants are read from it, and a truncated mapping faults.
   static Result<Program> load(const std::string& path, const LoadOptions& options = {});
   // Uses `data` in place when it is 64-byte aligned (the caller keeps it alive
   // and unchanged while the program or any method lives); otherwise copies it.
