@@ -152,6 +152,45 @@ def _ops(args) -> int:
     return 0
 
 
+class CommandError(Exception):
+    """A mistake in what the command was given (a file it cannot read or
+    write): printed as "kiln: <message>", exit status 1."""
+
+
+def _read_inputs(paths: list) -> list:
+    """The .npy files given on the command line (no pickled objects)."""
+    import numpy as np
+
+    inputs = []
+    for i, path in enumerate(paths):
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise CommandError(f"cannot read input {i} from '{path}': {e}") from None
+        if not isinstance(array, np.ndarray):  # an .npz archive
+            raise CommandError(f"cannot read input {i} from '{path}': not a .npy file (an .npz archive?)")
+        inputs.append(array)
+    return inputs
+
+
+def _random_inputs(method, seed: int) -> list:
+    """Inputs at each input's largest shape: standard normal floats, zero integers."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for s in method.input_specs:
+        if s.dtype.startswith("float"):
+            inputs.append(rng.standard_normal(s.shape).astype(s.dtype))
+        else:
+            inputs.append(np.zeros(s.shape, dtype=s.dtype))
+    return inputs
+
+
+def _inputs(args, method) -> list:
+    return _read_inputs(args.inputs) if args.inputs else _random_inputs(method, args.seed)
+
+
 def _run(args) -> int:
     import numpy as np
 
@@ -159,22 +198,16 @@ def _run(args) -> int:
 
     prog = kiln.load(args.program)
     method = prog.method(args.method)
-    if args.inputs:
-        inputs = [np.load(p) for p in args.inputs]
-    else:
-        rng = np.random.default_rng(args.seed)
-        inputs = []
-        for s in method.input_specs:
-            if s.dtype.startswith("float"):
-                inputs.append(rng.standard_normal(s.shape).astype(s.dtype))
-            else:
-                inputs.append(np.zeros(s.shape, dtype=s.dtype))
-    outputs = method.run(*inputs)
+    outputs = method.run(*_inputs(args, method))
     for i, out in enumerate(outputs):
         print(f"output {i}: {out.dtype}{list(out.shape)}")
         print(np.array2string(out, threshold=20, precision=6))
         if args.save:
-            np.save(f"{args.save}_{i}.npy", out)
+            path = f"{args.save}_{i}.npy"
+            try:
+                np.save(path, out)
+            except OSError as e:
+                raise CommandError(f"cannot write output {i} to '{path}': {e}") from None
     return 0
 
 
@@ -249,6 +282,9 @@ def main(argv=None) -> int:
             return _doctor(args)
     except kiln.KilnError as e:
         print(f"kiln: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except CommandError as e:
+        print(f"kiln: {e}", file=sys.stderr)
         return 1
     parser.print_help()
     return 2
