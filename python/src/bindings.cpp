@@ -377,22 +377,39 @@ nb::list run_method(PyMethod& self, nb::tuple inputs) {
   std::vector<BoundInput> more(n > 16 ? n - 16 : 0);
   for (size_t i = 0; i < n; ++i) {
     BoundInput& b = i < 16 ? bound[i] : more[i - 16];
-    if (is_torch_tensor(inputs[i])) {
+    nb::handle input = inputs[i];
+    if (is_torch_tensor(input)) {
       // Tensor.numpy() is a zero-copy view and much cheaper than a DLPack
       // exchange; it refuses tensors that need grad, carry a conj or neg bit,
-      // or live off the CPU, and those take the general path.
+      // or live off the CPU.
       static PyObject* numpy_name = PyUnicode_InternFromString("numpy");
-      PyObject* view = PyObject_CallMethodNoArgs(inputs[i].ptr(), numpy_name);
-      if (view != nullptr) {
-        b.array = nb::steal(view);
-        if (bind_buffer(self, i, b.array, b)) continue;
-      } else {
+      PyObject* view = PyObject_CallMethodNoArgs(input.ptr(), numpy_name);
+      if (view == nullptr) {
+        // DLPack drops the neg and conj bits (c.conj().imag would be read as
+        // its positive values): resolve them into real values first.
         PyErr_Clear();
+        static PyObject* resolve_neg = PyUnicode_InternFromString("resolve_neg");
+        static PyObject* resolve_conj = PyUnicode_InternFromString("resolve_conj");
+        PyObject* resolved = PyObject_CallMethodNoArgs(input.ptr(), resolve_neg);
+        PyObject* plain = resolved ? PyObject_CallMethodNoArgs(resolved, resolve_conj) : nullptr;
+        Py_XDECREF(resolved);
+        if (plain == nullptr) throw nb::python_error();
+        b.array = nb::steal(plain);
+        input = b.array;
+        view = PyObject_CallMethodNoArgs(input.ptr(), numpy_name);
+        if (view == nullptr) PyErr_Clear();
       }
-    } else if (bind_buffer(self, i, inputs[i], b)) {
+      if (view != nullptr) {
+        nb::object array = nb::steal(view);
+        if (bind_buffer(self, i, array, b)) {
+          b.array = std::move(array);
+          continue;
+        }
+      }
+    } else if (bind_buffer(self, i, input, b)) {
       continue;
     }
-    bind_ndarray(self, i, inputs[i]);
+    bind_ndarray(self, i, input);
   }
   kiln::Status status;
   {
@@ -495,6 +512,7 @@ NB_MODULE(_kiln, m) {
   m.def("runtime_copies", &kiln::runtime_copies);
   m.def("check_single_runtime", [] { check(kiln::check_single_runtime()); });
   m.def("num_threads", &kiln::num_threads);
+  m.attr("MAX_THREADS") = kiln::kMaxThreads;
   m.def("detected_isa", [] { return kiln::isa_name(kiln::detected_isa()); });
   m.def("set_num_threads", [](int n) {
     nb::gil_scoped_release release;

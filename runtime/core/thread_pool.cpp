@@ -43,7 +43,7 @@ inline void cpu_relax() {
 int default_thread_count() {
   if (const char* env = std::getenv("KILN_NUM_THREADS")) {
     int n = std::atoi(env);
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, kMaxThreads);
   }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
@@ -79,7 +79,7 @@ class Pool {
   void resize(int n) {
     std::unique_lock<std::shared_mutex> lock(resize_mutex_);
     stop();
-    start(n < 1 ? default_thread_count() : n);
+    start(n < 1 ? default_thread_count() : std::min(n, kMaxThreads));
   }
 
   std::shared_mutex& resize_mutex() { return resize_mutex_; }
