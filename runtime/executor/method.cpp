@@ -1,13 +1,12 @@
 // The executor: builds a method's value table and memory once, then runs its
 // instructions. Every index and byte range used here was checked by
 // loader/verifier.cpp; this file trusts them and says which check it relies on.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "core/pages.h"
 #include "core/thread_pool_internal.h"
 #include "executor/method_state.h"
 #include "kiln/log.h"
@@ -18,27 +17,6 @@ namespace {
 
 using schema::TensorStorage;
 using schema::ValueKind;
-
-// Planned memory: an anonymous mapping, zero-filled and committed by the OS page
-// by page as it is first written. Under AddressSanitizer arenas come from the
-// heap instead, so that its redzones catch a kernel writing past an arena.
-void* allocate_arena(size_t size) {
-#if defined(__SANITIZE_ADDRESS__)
-  return std::calloc(1, size);
-#else
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-#endif
-}
-
-void free_arena(void* p, size_t size) {
-#if defined(__SANITIZE_ADDRESS__)
-  (void)size;
-  std::free(p);
-#else
-  ::munmap(p, size);
-#endif
-}
 
 bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
   if (a.size() != b.size()) return false;
@@ -158,7 +136,7 @@ Status MethodState::allocate_arenas() {
     Arena a;
     a.size = static_cast<size_t>(size);
     if (a.size > 0) {
-      a.data = allocate_arena(a.size);
+      a.data = allocate_pages(a.size);
       if (a.data == nullptr) return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
     }
     arenas.push_back(a);
@@ -486,7 +464,7 @@ Status MethodState::prepare_steps() {
 }
 
 Status MethodState::plan_scratch(int workers) {
-  if (scratch.data != nullptr) free_arena(scratch.data, scratch.size);
+  if (scratch.data != nullptr) free_pages(scratch.data, scratch.size);
   scratch = Arena{};
   scratch_workers = workers;
   uint64_t total = call_scratch_bytes;
@@ -501,7 +479,7 @@ Status MethodState::plan_scratch(int workers) {
                        (unsigned long long)limit);
   if (total > 0) {
     scratch.size = static_cast<size_t>(total);
-    scratch.data = allocate_arena(scratch.size);
+    scratch.data = allocate_pages(scratch.size);
     KILN_CHECK_OR_RETURN(scratch.data != nullptr, OutOfMemory, "cannot allocate %zu bytes of kernel scratch",
                          scratch.size);
   }
@@ -531,9 +509,9 @@ MethodState::~MethodState() {
     }
   }
   for (Arena& a : arenas) {
-    if (a.data) free_arena(a.data, a.size);
+    if (a.data) free_pages(a.data, a.size);
   }
-  if (scratch.data) free_arena(scratch.data, scratch.size);
+  if (scratch.data) free_pages(scratch.data, scratch.size);
 }
 
 Status MethodState::set_input(size_t index, const Tensor& input) {
