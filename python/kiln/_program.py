@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kiln, _registry
+from ._profile import Profile
 from .errors import InvalidArgument, InvalidInput, MissingBackend, MissingKernel
 
 DEFAULT_MAX_MEMORY_BYTES = 4 << 30
@@ -136,6 +137,26 @@ class Method:
             raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
 
     __call__ = run
+
+    def profile(self, *inputs, runs: int = 1, **named) -> Profile:
+        """Run the method `runs` times with the profiler on, for the same inputs
+        (given as to run(); `runs` is taken, so an input of that name goes by
+        position). Returns a Profile: per instruction the operator, the kernel
+        that served it, its shapes and wall time; per thread-pool chunk its
+        thread and time; profile.outputs are the last call's outputs."""
+        if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+            raise InvalidArgument(f"profile: runs must be a positive int, got {runs!r}")
+        if named:
+            inputs = self._by_position(inputs, named)
+        args = tuple(_as_input(x) for x in inputs)
+        native = _kiln.Profile()
+        infos = self.instructions
+        try:
+            for _ in range(runs):
+                outputs = self._native.run_profiled(args, native)
+        except TypeError as e:
+            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
+        return Profile(native, infos, outputs)
 
     def _by_position(self, inputs: tuple, named: dict) -> tuple:
         names = [s.name for s in self.input_specs]

@@ -6,8 +6,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -117,8 +119,10 @@ struct PyMethod {
   kiln::Method method;
   std::shared_ptr<kiln::Program> program;
   std::shared_ptr<Py_buffer> borrowed;
-  // Contiguous copies of strided inputs, reused across calls.
+  // Contiguous copies of strided inputs, reused across calls (under the turn).
   std::vector<std::vector<uint8_t>> scratch;
+  // The thread whose Python call holds the method's turn (Turn), if any.
+  std::atomic<std::thread::id> turn_holder{};
 };
 
 std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
@@ -326,10 +330,6 @@ bool is_torch_tensor(nb::handle obj) {
   return torch;
 }
 
-// The Methods whose turn this thread holds (a handful at most: one per method
-// an input conversion might call into).
-thread_local std::vector<const PyMethod*> t_turns;
-
 // The Method's turn for one Python call (program.h, Threads): taken at once when
 // free (the common case costs one uncontended lock), else waited for with the
 // GIL released, so the thread whose turn it is can take the GIL back to finish.
@@ -337,20 +337,20 @@ class Turn {
  public:
   explicit Turn(PyMethod& self) : self_(self) {
     if (!self.method.try_lock()) {
-      for (const PyMethod* m : t_turns) {
-        if (m == &self) {
-          check(kiln::Status(kiln::Error::Busy,
-                             kiln::format("method '%s' was called again from inside its own call (by the "
-                                          "conversion of one of its inputs)", self.method.spec().name.c_str())));
-        }
+      // Taken: by another thread (wait), or by this one, when converting an
+      // input called this method again (waiting would never end).
+      if (self.turn_holder.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+        check(kiln::Status(kiln::Error::Busy,
+                           kiln::format("method '%s' was called again from inside its own call (by the "
+                                        "conversion of one of its inputs)", self.method.spec().name.c_str())));
       }
       nb::gil_scoped_release release;
       self.method.lock();
     }
-    t_turns.push_back(&self);
+    self.turn_holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
   }
   ~Turn() {
-    t_turns.pop_back();
+    self_.turn_holder.store(std::thread::id(), std::memory_order_relaxed);
     self_.method.unlock();
   }
   Turn(const Turn&) = delete;
@@ -363,7 +363,7 @@ class Turn {
 // Method.run(inputs): in the method's turn, binds every input (in place when
 // possible), executes with the GIL released, and returns a list of new numpy
 // arrays (copied out before the turn ends).
-nb::list run_method(PyMethod& self, nb::tuple inputs) {
+nb::list run_method(PyMethod& self, nb::tuple inputs, kiln::Profile* profile) {
   Turn turn(self);
   const kiln::MethodSpec& spec = self.method.spec();
   const size_t n = inputs.size();
@@ -414,7 +414,7 @@ nb::list run_method(PyMethod& self, nb::tuple inputs) {
   kiln::Status status;
   {
     nb::gil_scoped_release release;
-    status = self.method.execute();
+    status = profile != nullptr ? self.method.execute(profile) : self.method.execute();
   }
   check(status);
   const size_t outs = self.method.num_outputs();
@@ -460,7 +460,7 @@ NB_MODULE(_kiln, m) {
           nb::gil_scoped_release release;
           return p.program->load_method(name);
         }();
-        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}};
+        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}, {}};
       }, nb::rv_policy::take_ownership)
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
       .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
@@ -469,7 +469,8 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
-      .def("run", &run_method)
+      .def("run", [](PyMethod& self, nb::tuple inputs) { return run_method(self, inputs, nullptr); })
+      .def("run_profiled", &run_method)
       .def("reset_state", [](PyMethod& self) {
         nb::gil_scoped_release release;  // waits for the turn in progress
         self.method.reset_state();
@@ -483,6 +484,39 @@ NB_MODULE(_kiln, m) {
         }
         return out;
       });
+
+  nb::class_<kiln::Profile>(m, "Profile")
+      .def(nb::init<>())
+      .def_ro("method", &kiln::Profile::method)
+      .def_prop_ro("calls", [](const kiln::Profile& p) {
+        nb::list out;
+        for (const kiln::ProfiledCall& c : p.calls) out.append(nb::make_tuple(c.start_ns, c.end_ns));
+        return out;
+      })
+      .def_prop_ro("records", [](const kiln::Profile& p) {
+        auto shapes = [](const std::vector<kiln::ProfiledShape>& v) {
+          nb::list out;
+          for (const kiln::ProfiledShape& s : v) {
+            out.append(nb::make_tuple(kiln::scalar_type_name(s.dtype), nb::tuple(nb::cast(s.sizes))));
+          }
+          return out;
+        };
+        nb::list out;
+        for (const kiln::ProfiledInstruction& r : p.records) {
+          out.append(nb::make_tuple(r.call, r.index, r.start_ns, r.end_ns, shapes(r.inputs), shapes(r.outputs)));
+        }
+        return out;
+      })
+      .def_prop_ro("chunks", [](const kiln::Profile& p) {
+        nb::list out;
+        for (const kiln::ProfiledChunk& c : p.chunks) out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns));
+        return out;
+      })
+      .def_prop_ro("call_ns", &kiln::Profile::call_ns)
+      .def_prop_ro("instruction_ns", &kiln::Profile::instruction_ns)
+      .def("table", &kiln::Profile::table)
+      .def("chrome_trace", &kiln::Profile::chrome_trace)
+      .def("clear", &kiln::Profile::clear);
 
   m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
                         const std::string& isa, bool map_file) {

@@ -547,15 +547,79 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   return Status::ok();
 }
 
-Status MethodState::execute() {
+namespace {
+
+void add_shape(const Tensor& t, std::vector<ProfiledShape>* out) {
+  out->push_back({t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
+}
+
+void shapes_of(Span<const Value* const> values, std::vector<ProfiledShape>* out) {
+  for (const Value* v : values) {
+    if (v->is_tensor()) {
+      add_shape(*v->tensor, out);
+    } else if (v->kind == kiln::ValueKind::TensorList) {
+      for (const Tensor* t : v->as_tensors()) {
+        if (t != nullptr) add_shape(*t, out);
+      }
+    }
+  }
+}
+
+// Records one profiled call: the executing thread fills in the instruction
+// spans; the pool reports the chunks of its parallel_for calls from whichever
+// thread ran them (thread_pool_internal.h).
+class CallRecorder final : public ChunkObserver {
+ public:
+  CallRecorder(Profile& profile, uint32_t call) : profile_(profile), call_(call), previous_(observe_chunks(this)) {}
+  ~CallRecorder() { observe_chunks(previous_); }
+  CallRecorder(const CallRecorder&) = delete;
+  CallRecorder& operator=(const CallRecorder&) = delete;
+
+  // The instruction whose chunks come next. Set between parallel_for calls,
+  // which publish it to the workers when they post their job.
+  void set_instruction(uint32_t index) { index_ = index; }
+
+  void chunk(int thread, uint64_t start_ns, uint64_t end_ns) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      profile_.chunks.push_back({call_, index_, thread, start_ns, end_ns});
+    } catch (...) {  // out of memory: the profile misses a chunk, the call goes on
+    }
+  }
+
+ private:
+  Profile& profile_;
+  const uint32_t call_;
+  uint32_t index_ = 0;
+  ChunkObserver* previous_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+Status MethodState::execute(Profile* profile) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set",
                          spec.name.c_str(), i, spec.inputs[i].name.c_str());
+  }
+  if (profile != nullptr) {
+    if (profile->calls.empty()) {
+      profile->method = spec.name;
+      profile->instructions = infos;
+    }
+    KILN_CHECK_OR_RETURN(profile->method == spec.name, InvalidArgument,
+                         "this Profile holds calls of method '%s', not '%s' (clear() it first)",
+                         profile->method.c_str(), spec.name.c_str());
   }
   // The pool keeps its size until this returns, so the per-worker scratch
   // stays large enough; it grows here once if the pool grew since load.
   PoolSession session;
   if (worker_scratch_stride > 0 && num_threads() > scratch_workers) KILN_RETURN_IF_ERROR(plan_scratch(num_threads()));
+  std::unique_ptr<CallRecorder> recorder;
+  if (profile != nullptr) {
+    recorder = std::make_unique<CallRecorder>(*profile, static_cast<uint32_t>(profile->calls.size()));
+    profile->calls.push_back({now_ns(), 0});
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     Step& step = steps[i];
     Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
@@ -563,6 +627,17 @@ Status MethodState::execute() {
     for (uint32_t l = step.lists_begin; l < step.lists_begin + step.num_lists; ++l) {
       const IntRange& list = step_lists[l];
       for (uint32_t r = list.begin; r < list.begin + list.count; ++r) *int_refs[r].dst = int_refs[r].src->i;
+    }
+    ProfiledInstruction* record = nullptr;
+    if (recorder) {
+      // Shapes are taken outside the timed span: the profiler's own work does
+      // not count as the instruction's.
+      record = &profile->records.emplace_back();
+      record->call = static_cast<uint32_t>(profile->calls.size() - 1);
+      record->index = static_cast<uint32_t>(i);
+      shapes_of(in, &record->inputs);
+      recorder->set_instruction(record->index);
+      record->start_ns = now_ns();
     }
     Status st;
     switch (step.kind) {
@@ -587,11 +662,17 @@ Status MethodState::execute() {
         if (st.is_ok()) std::memmove(step.move_dst->data(), step.move_src->data(), step.move_src->nbytes());
         break;
     }
+    if (record != nullptr) {
+      record->end_ns = now_ns();
+      for (const Tensor* t : out) add_shape(*t, &record->outputs);
+      profile->calls.back().end_ns = record->end_ns;  // a call that fails ends here
+    }
     if (!st.is_ok()) {
       return std::move(st).with_context(format("method '%s', instruction %zu (%s)", spec.name.c_str(), i,
                                                step.name.c_str()));
     }
   }
+  if (recorder) profile->calls.back().end_ns = now_ns();
   return Status::ok();
 }
 
@@ -608,8 +689,11 @@ bool held_here(const internal::MethodState& s) {
 // never runs while another thread's call or turn is in progress).
 class CallTurn {
  public:
-  explicit CallTurn(internal::MethodState& s) : s_(s), owned_(!held_here(s) && s.turn.try_lock()),
-                                                  busy_(!owned_ && !held_here(s)) {}
+  explicit CallTurn(internal::MethodState& s) : s_(s) {
+    if (held_here(s)) return;  // inside this thread's lock()
+    owned_ = s.turn.try_lock();
+    busy_ = !owned_;
+  }
   ~CallTurn() {
     if (owned_) s_.turn.unlock();
   }
@@ -625,7 +709,7 @@ class CallTurn {
 
  private:
   internal::MethodState& s_;
-  bool owned_, busy_;
+  bool owned_ = false, busy_ = false;
 };
 
 }  // namespace
@@ -663,13 +747,21 @@ void Method::reset_state() {
   state_->reset_state();
 }
 
-Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) {
+Status Method::execute(Profile* profile) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->execute(profile);
+}
+
+Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) { return run(inputs, nullptr); }
+
+Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs, Profile* profile) {
   CallTurn turn(*state_);
   KILN_RETURN_IF_ERROR(turn.status());
   KILN_CHECK_OR_RETURN(inputs.size() == num_inputs(), InvalidInput, "method '%s' takes %zu inputs, got %zu",
                        state_->spec.name.c_str(), num_inputs(), inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(state_->set_input(i, inputs[i]));
-  KILN_RETURN_IF_ERROR(state_->execute());
+  KILN_RETURN_IF_ERROR(state_->execute(profile));
   std::vector<Tensor> outputs;
   outputs.reserve(num_outputs());
   for (size_t i = 0; i < num_outputs(); ++i) outputs.push_back(output(i));

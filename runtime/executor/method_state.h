@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kernel.h"
+#include "kiln/profile.h"
 #include "kiln/program.h"
 #include "kiln/value.h"
 #include "loader/program_data.h"
@@ -56,7 +57,8 @@ struct MethodState {
   ~MethodState();
 
   Status set_input(size_t index, const Tensor& input);
-  Status execute();
+  // With a profile, records the call into it (kiln/profile.h).
+  Status execute(Profile* profile = nullptr);
   void reset_state();
 
   // The steps of create(), in order.

@@ -73,6 +73,7 @@ struct InstructionInfo {
 };
 
 class Method;
+class Profile;
 
 class KILN_API Program {
  public:
@@ -165,6 +166,11 @@ class KILN_API Method {
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);
+
+  // The same, recording into `profile` (kiln/profile.h) how long each
+  // instruction and each thread-pool chunk took and the shapes each saw.
+  Status execute(Profile* profile);
+  Result<std::vector<Tensor>> run(Span<const Tensor> inputs, Profile* profile);
 
   // The turn (see Threads above): waits for it, takes it if free, gives it back.
   void lock();
