@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "core/pages.h"
 #include "core/thread_pool_internal.h"
@@ -598,6 +599,16 @@ class CallRecorder final : public ChunkObserver {
 }  // namespace
 
 Status MethodState::execute(Profile* profile) {
+  if (profile == nullptr) return execute_steps(nullptr);
+  // Recording allocates; no exception may leave the runtime.
+  try {
+    return execute_steps(profile);
+  } catch (const std::bad_alloc&) {
+    return Status(Error::OutOfMemory, format("method '%s': out of memory while profiling", spec.name.c_str()));
+  }
+}
+
+Status MethodState::execute_steps(Profile* profile) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set",
                          spec.name.c_str(), i, spec.inputs[i].name.c_str());

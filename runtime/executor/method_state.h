@@ -59,6 +59,7 @@ struct MethodState {
   Status set_input(size_t index, const Tensor& input);
   // With a profile, records the call into it (kiln/profile.h).
   Status execute(Profile* profile = nullptr);
+  Status execute_steps(Profile* profile);
   void reset_state();
 
   // The steps of create(), in order.
