@@ -37,6 +37,7 @@ def test_fused_kernels_are_met_with_the_operators_they_replace(torch):
     assert all(v.op == v.eager_op for v in unfused.values)
 
 
+@pytest.mark.shared_runtime
 def test_the_culprit_is_the_operator_whose_kernel_is_wrong(plugins):
     """libtier_above.so serves relu at a tier above the runtime's with a kernel
     that adds 1000 (tests/cpp/plugins/tier_above.cpp): compare must name that
