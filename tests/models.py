@@ -144,6 +144,9 @@ def build(name: str):
     if name == "dynamic_state":
         tokens = torch.export.Dim("tokens", max=12)
         return DynamicStateful().eval(), (torch.randn(2, 5, 8),), {"dynamic_shapes": ({1: tokens},)}
+    if name == "mlp_dynamic_batch":  # the batch dimension varies per call, up to 64
+        batch = torch.export.Dim("batch", max=64)
+        return MLP().eval(), (torch.randn(4, 32),), {"dynamic_shapes": ({0: batch},)}
     if name == "mlp_f64":
         return MLP().double().eval(), (torch.randn(4, 32, dtype=torch.float64),), {}
     raise KeyError(name)

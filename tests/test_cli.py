@@ -112,3 +112,24 @@ def test_inspect_shows_dynamic_ranges_and_state(exported):
     assert "input  x: float32[2, 0..12, 8]" in proc.stdout
     assert "output output_0: float32[2, 2, 0..24]" in proc.stdout
     assert "state  calls: float32[1]" in proc.stdout and "state  summary: float32[4, 8]" in proc.stdout
+
+
+@pytest.mark.parametrize("case", ["missing", "text", "object", "directory", "save_dir"])
+def test_run_reports_bad_input_files_without_a_traceback(exported, tmp_path, case):
+    """Defect 7: bad .npy inputs and --save into a missing folder printed raw tracebacks."""
+    path, *_ = exported("mlp")
+    good = tmp_path / "x.npy"
+    np.save(good, np.zeros((4, 32), np.float32))
+    args, expected = {
+        "missing": ([str(tmp_path / "nope.npy")], "cannot read input 0 from"),
+        "text": ([str(tmp_path / "text.npy")], "cannot read input 0 from"),
+        "object": ([str(tmp_path / "object.npy")], "cannot read input 0 from"),
+        "directory": ([str(tmp_path)], "cannot read input 0 from"),
+        "save_dir": ([str(good), "--save", str(tmp_path / "missing" / "out")], "cannot write output 0 to"),
+    }[case]
+    (tmp_path / "text.npy").write_text("1 2 3\n")
+    np.save(tmp_path / "object.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    proc = kiln_cmd("run", str(path), *args)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("kiln: ") and expected in proc.stderr, proc.stderr

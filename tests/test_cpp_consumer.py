@@ -1,5 +1,6 @@
 """examples/cpp/hello built out of tree with only find_package(kiln) gives Python's outputs (G3, G4)."""
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -94,3 +95,20 @@ def test_hello_refuses_sizes_beyond_the_bound(hello, exported):
                           capture_output=True, text=True, env=clean_env(), timeout=120)
     assert proc.returncode == 1
     assert "invalid_input" in proc.stderr and "got f32[2, 13, 8]" in proc.stderr
+
+
+def test_hello_profiles_with_the_cpp_api(hello, exported, tmp_path):
+    """kiln::Profile from C++: Method::run(inputs, &profile), Profile::table(), Profile::chrome_trace()."""
+    path, *_ = exported("cnn")
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run([str(hello), str(path), "--calls", "2", "--profile", str(trace)],
+                          capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    method = kiln.load(path).method("forward")
+    n = len(method.instructions)
+    assert f"method 'forward': 2 calls, {n} instructions per call; times are per call" in proc.stdout
+    assert "total of the instructions" in proc.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert sum(e["cat"] == "call" for e in spans) == 2
+    assert sum(e["cat"] not in ("call", "chunk") for e in spans) == 2 * n

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import kiln
+from conftest import assert_close
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +80,37 @@ def test_unknown_method(exported):
         program.method("nope")
     with pytest.raises(AttributeError, match="kiln.Program has no attribute or method 'nope'"):
         program.nope
+
+
+def test_torch_tensor_with_the_negative_bit(mlp):
+    """Defect 4: DLPack drops torch's lazy negation (c.conj().imag is -x with the
+    neg bit set): kiln read the positive values."""
+    method, x, _ = mlp
+    negated = torch.complex(torch.zeros_like(x), x).conj().imag
+    assert negated.is_neg()
+    (want,) = method.run((-x).contiguous().numpy())
+    assert_close(method.run(negated)[0], want, 0.0)
+    # A neg-bit tensor that requires grad (detached on the way), and a strided
+    # neg-bit view (copied on the way).
+    needs_grad = torch.complex(torch.zeros_like(x), x.clone().requires_grad_()).conj().imag
+    assert needs_grad.is_neg() and needs_grad.requires_grad
+    assert_close(method.run(needs_grad)[0], want, 0.0)
+    strided = torch.complex(torch.zeros_like(x.t()), x.t()).conj().imag.t()
+    assert strided.is_neg() and not strided.is_contiguous()
+    assert_close(method.run(strided)[0], want, 0.0)
+
+
+def test_inputs_by_name(mlp):
+    method, x, expected = mlp
+    assert_close(method(x=x.numpy())[0], expected, 1e-5)
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((), {"y": 1}, r"method 'forward' has no input named 'y' \(its inputs: x\)"),
+    ((np.zeros((4, 32), np.float32),), {"x": 1}, "input 'x' is given both by position and by name"),
+])
+def test_bad_keyword_inputs(mlp, args, kwargs, message):
+    """Defect 8: keyword arguments raised a plain TypeError."""
+    method, _, _ = mlp
+    with pytest.raises(kiln.InvalidInput, match=message):
+        method(*args, **kwargs)

@@ -85,6 +85,19 @@ def test_methods_run_concurrently_under_tsan(thread_sanitized, exported, name):
     assert "0 mismatches, 0 errors" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["encoder", "mlp_dynamic_batch"])
+def test_one_method_shared_by_threads_under_tsan(thread_sanitized, exported, name):
+    """One Method, four threads taking turns with their own inputs (their own
+    batch sizes for mlp_dynamic_batch), plus a thread calling execute() without
+    the turn (it runs or is refused with Busy) and one resetting state: every
+    caller reads its own outputs and ThreadSanitizer reports nothing."""
+    proc = subprocess.run([str(thread_sanitized / "shared_method"), str(exported(name)[0]), "8"],
+                          capture_output=True, text=True, timeout=900,
+                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert "0 mismatches, 0 errors" in proc.stdout
+
+
 def corrupt_corpus(base: bytes, seed: int, flips: int, out: Path) -> list:
     rng = random.Random(seed)
     structure_end = HEADER.unpack_from(base)[5]

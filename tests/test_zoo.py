@@ -8,11 +8,15 @@ references are tests/zoo (checked on their own by test_zoo_reference.py).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close
+from conftest import assert_close, clean_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -102,6 +106,31 @@ def test_minilm_refuses_sequences_beyond_the_bound(minilm):
     too_long = np.ones((1, MINILM_MAX_LEN + 1), np.int64)
     with pytest.raises(kiln.InvalidInput, match="input_ids"):
         kiln.load(path).forward(too_long, too_long)
+
+
+def test_minilm_kiln_profile_and_trace(minilm, tmp_path):
+    """kiln profile on MiniLM: a table of its operators and a trace that parses as
+    Chrome trace JSON with a span per call and per instruction (the share of the
+    call's wall time the table covers is printed, not asserted: no timing test)."""
+    from zoo import minilm as zoo_minilm
+
+    _, path = minilm
+    ids, mask = zoo_minilm.encode_inputs("A man is eating food.")
+    np.save(tmp_path / "ids.npy", ids.numpy())
+    np.save(tmp_path / "mask.npy", mask.numpy())
+    trace = tmp_path / "minilm.json"
+    proc = subprocess.run([sys.executable, "-m", "kiln", "profile", str(path), str(tmp_path / "ids.npy"),
+                           str(tmp_path / "mask.npy"), "--runs", "2", "--trace", str(trace)],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout)
+    n = len(kiln.load(path).method("forward").instructions)
+    assert f"method 'forward': 2 calls, {n} instructions per call" in proc.stdout
+    assert "linear" in proc.stdout and "total of the instructions" in proc.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert sum(e["cat"] == "call" for e in spans) == 2
+    assert sum(e["cat"] not in ("call", "chunk") for e in spans) == 2 * n
 
 
 # -- SmolLM2-135M-Instruct ----------------------------------------------------------

@@ -7,6 +7,7 @@ on first use.
 from . import _kiln
 from ._kiln import __version__
 from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
+from ._profile import Profile, ProfiledChunk, ProfiledInstruction
 from ._program import InstructionInfo, Method, MethodSpec, Program, TensorSpec, load
 from ._registry import (
     detected_isa,
@@ -22,16 +23,20 @@ from ._registry import (
 )
 from .errors import (
     AbiMismatch,
+    Busy,
     DuplicateRuntime,
     ExecutionError,
     ExportError,
     InvalidArgument,
     InvalidInput,
     InvalidProgram,
+    IoError,
     KilnError,
     MissingBackend,
     MissingKernel,
+    NotFound,
     NotSupported,
+    OutOfMemory,
     RegistrationError,
     UnsupportedOperatorError,
 )
@@ -44,6 +49,9 @@ __all__ = [
     "MethodSpec",
     "TensorSpec",
     "InstructionInfo",
+    "Profile",
+    "ProfiledInstruction",
+    "ProfiledChunk",
     "detected_isa",
     "registered_kernels",
     "registered_backends",
@@ -69,6 +77,10 @@ __all__ = [
     "AbiMismatch",
     "DuplicateRuntime",
     "NotSupported",
+    "NotFound",
+    "OutOfMemory",
+    "IoError",
+    "Busy",
     "ExecutionError",
     "ExportError",
     "UnsupportedOperatorError",

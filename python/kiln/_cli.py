@@ -1,4 +1,4 @@
-"""The `kiln` command (also `python -m kiln`): SDK locators, inspect, run, ops, doctor."""
+"""The `kiln` command (also `python -m kiln`): SDK locators, inspect, run, profile, bench, ops, doctor."""
 
 from __future__ import annotations
 
@@ -152,6 +152,45 @@ def _ops(args) -> int:
     return 0
 
 
+class CommandError(Exception):
+    """A mistake in what the command was given (a file it cannot read or
+    write): printed as "kiln: <message>", exit status 1."""
+
+
+def _read_inputs(paths: list) -> list:
+    """The .npy files given on the command line (no pickled objects)."""
+    import numpy as np
+
+    inputs = []
+    for i, path in enumerate(paths):
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise CommandError(f"cannot read input {i} from '{path}': {e}") from None
+        if not isinstance(array, np.ndarray):  # an .npz archive
+            raise CommandError(f"cannot read input {i} from '{path}': not a .npy file (an .npz archive?)")
+        inputs.append(array)
+    return inputs
+
+
+def _random_inputs(method, seed: int) -> list:
+    """Inputs at each input's largest shape: standard normal floats, zero integers."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for s in method.input_specs:
+        if s.dtype.startswith("float"):
+            inputs.append(rng.standard_normal(s.shape).astype(s.dtype))
+        else:
+            inputs.append(np.zeros(s.shape, dtype=s.dtype))
+    return inputs
+
+
+def _inputs(args, method) -> list:
+    return _read_inputs(args.inputs) if args.inputs else _random_inputs(method, args.seed)
+
+
 def _run(args) -> int:
     import numpy as np
 
@@ -159,23 +198,125 @@ def _run(args) -> int:
 
     prog = kiln.load(args.program)
     method = prog.method(args.method)
-    if args.inputs:
-        inputs = [np.load(p) for p in args.inputs]
-    else:
-        rng = np.random.default_rng(args.seed)
-        inputs = []
-        for s in method.input_specs:
-            if s.dtype.startswith("float"):
-                inputs.append(rng.standard_normal(s.shape).astype(s.dtype))
-            else:
-                inputs.append(np.zeros(s.shape, dtype=s.dtype))
-    outputs = method.run(*inputs)
+    outputs = method.run(*_inputs(args, method))
     for i, out in enumerate(outputs):
         print(f"output {i}: {out.dtype}{list(out.shape)}")
         print(np.array2string(out, threshold=20, precision=6))
         if args.save:
-            np.save(f"{args.save}_{i}.npy", out)
+            path = f"{args.save}_{i}.npy"
+            try:
+                np.save(path, out)
+            except OSError as e:
+                raise CommandError(f"cannot write output {i} to '{path}': {e}") from None
     return 0
+
+
+def _prepare(args):
+    """The program (with --kernels/--isa), the pool size (--threads), the
+    method and its inputs, for profile and bench."""
+    import kiln
+
+    if args.threads is not None:
+        kiln.set_num_threads(args.threads)
+    prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "")
+    method = prog.method(args.method)
+    return method, _inputs(args, method)
+
+
+def _describe_inputs(args, inputs) -> str:
+    shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in inputs)
+    return f"inputs {shapes} ({'from ' + ', '.join(args.inputs) if args.inputs else f'random, seed {args.seed}'})"
+
+
+def _setting(args, method) -> str:
+    import kiln
+
+    kernels = args.kernels or os.environ.get("KILN_KERNELS") or "optimized"
+    return f"{kiln.num_threads()} thread(s), {kernels} kernels, isa {method.isa}"
+
+
+def _percentile(sorted_values: list, q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation, as numpy's default."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _timed_calls(method, inputs, n: int) -> list:
+    """Wall times (seconds) of n calls, as a caller sees them (binding inputs and copying outputs included)."""
+    import time
+
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        method(*inputs)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _profile(args) -> int:
+    import time
+
+    from . import _kiln
+    from ._profile import Profile
+
+    method, inputs = _prepare(args)
+    print(f"{args.program} {method.name}: {_describe_inputs(args, inputs)}; {_setting(args, method)}")
+    for _ in range(args.warmup):
+        method(*inputs)
+    # Profiled calls alternate with plain ones timed as a caller sees them, so
+    # that both meet the same machine load.
+    native, plain = _kiln.Profile(), []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        method(*inputs)
+        plain.append(time.perf_counter() - start)
+        outputs = method._native.run_profiled(tuple(inputs), native)
+    profile = Profile(native, method.instructions, outputs)
+    print(profile.table(args.top), end="")
+    wall = sum(plain) / len(plain)
+    per_call = profile.instruction_ns / len(profile.calls) / 1e9
+    print(f"{f'{wall * 1e3:.3f} ms':>12} {'':7} {'':6}  measured wall time of a call without the profiler "
+          f"(mean of {len(plain)}, binding and outputs included; instructions: {100 * per_call / wall:.1f}% of it)")
+    trace = args.trace or f"{os.path.splitext(os.path.basename(args.program))[0]}.trace.json"
+    try:
+        profile.write_chrome_trace(trace)
+    except OSError as e:
+        raise CommandError(f"cannot write the trace to '{trace}': {e}") from None
+    print(f"trace: {trace} ({len(profile.instructions)} instructions, {len(profile.chunks)} thread-pool chunks; "
+          "open it in chrome://tracing or https://ui.perfetto.dev)")
+    return 0
+
+
+def _bench(args) -> int:
+    method, inputs = _prepare(args)
+    print(f"{args.program} {method.name}: {_describe_inputs(args, inputs)}; {_setting(args, method)}")
+    for _ in range(args.warmup):
+        method(*inputs)
+    times = sorted(_timed_calls(method, inputs, args.runs))
+    stats = {"min": times[0], "p50": _percentile(times, 50), "p90": _percentile(times, 90),
+             "p99": _percentile(times, 99), "max": times[-1], "mean": sum(times) / len(times)}
+    print(f"{args.warmup} warm-up calls, {args.runs} timed calls")
+    print("latency  " + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in stats.items()))
+    print(f"throughput {1.0 / stats['mean']:.1f} calls/s (one call at a time)")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got '{text}'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got {n}")
+    return n
+
+
+def _non_negative(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive(text)
 
 
 def _doctor(_args) -> int:
@@ -231,6 +372,26 @@ def main(argv=None) -> int:
     p.add_argument("--method", default="forward")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", help="write outputs to SAVE_<i>.npy")
+    for name, help_text in (("profile", "time each instruction of a method, print the costliest operators and "
+                                         "write a Chrome trace"),
+                            ("bench", "measure a method's latency: warm-up calls, then timed calls; percentiles")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("program")
+        p.add_argument("inputs", nargs="*", help=".npy files, one per input (default: random, as kiln run)")
+        p.add_argument("--method", default="forward")
+        p.add_argument("--seed", type=int, default=0, help="of the random inputs")
+        p.add_argument("--threads", type=_positive, help="the thread pool's size (default: KILN_NUM_THREADS or "
+                                                         "one per core)")
+        p.add_argument("--kernels", choices=("optimized", "portable"), help="as LoadOptions / KILN_KERNELS")
+        p.add_argument("--isa", help="as LoadOptions / KILN_ISA (baseline, avx2, avx512, neon)")
+        if name == "profile":
+            p.add_argument("--runs", type=_positive, default=5, help="profiled calls (the table shows the mean)")
+            p.add_argument("--warmup", type=_non_negative, default=2, help="calls before timing")
+            p.add_argument("--top", type=_positive, default=20, help="operators in the table")
+            p.add_argument("--trace", help="the Chrome trace file (default: PROGRAM.trace.json here)")
+        else:
+            p.add_argument("--runs", type=_positive, default=100, help="timed calls")
+            p.add_argument("--warmup", type=_non_negative, default=10, help="calls before timing")
     p = sub.add_parser("ops", help="list the operators kiln can run and their dtypes")
     p.add_argument("--markdown", action="store_true", help="print docs/operators.md")
     sub.add_parser("doctor", help="check the installation")
@@ -243,12 +404,19 @@ def main(argv=None) -> int:
             return _inspect(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "profile":
+            return _profile(args)
+        if args.command == "bench":
+            return _bench(args)
         if args.command == "ops":
             return _ops(args)
         if args.command == "doctor":
             return _doctor(args)
     except kiln.KilnError as e:
         print(f"kiln: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except CommandError as e:
+        print(f"kiln: {e}", file=sys.stderr)
         return 1
     parser.print_help()
     return 2

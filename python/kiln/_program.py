@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _kiln, _registry
+from ._profile import Profile
 from .errors import InvalidArgument, InvalidInput, MissingBackend, MissingKernel
 
 DEFAULT_MAX_MEMORY_BYTES = 4 << 30
@@ -90,8 +92,11 @@ def _as_input(x):
 class Method:
     """A loaded method: planned memory is allocated once, here, and reused by every call.
 
-    A Method is not reentrant: calls from several threads must be serialized
-    (load the method once per thread for parallel calls).
+    Safe to call from many threads: calls on one Method take turns (a call waits,
+    with the GIL released, for the one in progress), so each caller gets its own
+    outputs and state advances one whole call at a time. For calls that run in
+    parallel, give each thread its own Method (Program.load_method): they share
+    the program's packed weights.
     """
 
     def __init__(self, native):
@@ -114,8 +119,11 @@ class Method:
         """The instruction-set level the optimized kernels were prepared for."""
         return self._native.isa
 
-    def run(self, *inputs) -> list[np.ndarray]:
-        """Run the method; returns a list with one new numpy array per output."""
+    def run(self, *inputs, **named) -> list[np.ndarray]:
+        """Run the method on its inputs, given in order or by name (the names of
+        input_specs); returns a list with one new numpy array per output."""
+        if named:
+            inputs = self._by_position(inputs, named)
         try:
             return self._native.run(inputs)
         except TypeError:
@@ -129,6 +137,42 @@ class Method:
             raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
 
     __call__ = run
+
+    def profile(self, *inputs, runs: int = 1, **named) -> Profile:
+        """Run the method `runs` times with the profiler on, for the same inputs
+        (given as to run(); `runs` is taken, so an input of that name goes by
+        position). Returns a Profile: per instruction the operator, the kernel
+        that served it, its shapes and wall time; per thread-pool chunk its
+        thread and time; profile.outputs are the last call's outputs."""
+        if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+            raise InvalidArgument(f"profile: runs must be a positive int, got {runs!r}")
+        if named:
+            inputs = self._by_position(inputs, named)
+        args = tuple(_as_input(x) for x in inputs)
+        native = _kiln.Profile()
+        infos = self.instructions
+        try:
+            for _ in range(runs):
+                outputs = self._native.run_profiled(args, native)
+        except TypeError as e:
+            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
+        return Profile(native, infos, outputs)
+
+    def _by_position(self, inputs: tuple, named: dict) -> tuple:
+        names = [s.name for s in self.input_specs]
+        args = list(inputs) + [None] * (len(names) - len(inputs))
+        given = [True] * len(inputs) + [False] * (len(names) - len(inputs))
+        for key, value in named.items():
+            if key not in names:
+                raise InvalidInput(f"method '{self.name}' has no input named '{key}' (its inputs: {', '.join(names)})")
+            i = names.index(key)
+            if given[i]:
+                raise InvalidInput(f"method '{self.name}': input '{key}' is given both by position and by name")
+            args[i], given[i] = value, True
+        missing = [n for n, g in zip(names, given) if not g]
+        if missing:
+            raise InvalidInput(f"method '{self.name}': missing input(s) {', '.join(missing)}")
+        return tuple(args)
 
     def reset_state(self) -> None:
         """Restore this method's state (e.g. a KV cache) to its value in the file.
@@ -150,6 +194,7 @@ class Program:
     def __init__(self, native):
         self._native = native
         self._methods: dict[str, Method] = {}
+        self._methods_lock = threading.Lock()
 
     @property
     def method_names(self) -> list[str]:
@@ -171,19 +216,26 @@ class Program:
     def method_spec(self, name: str = "forward") -> MethodSpec:
         """Inputs, outputs and planned memory of method `name`, without loading it
         (no kernel is resolved, no memory is allocated)."""
-        return MethodSpec._from_native(self._native.method_spec(name))
+        return MethodSpec._from_native(self._native.method_spec(_method_name(name)))
 
     def method(self, name: str = "forward") -> Method:
         """The loaded method `name` (kernels resolved, memory planned) — loaded
         once and then reused, state included: prog.forward(...) calls it."""
         m = self._methods.get(name)
         if m is None:
-            m = self._methods[name] = self.load_method(name)
+            _method_name(name)
+            # Many threads may ask first at once: they must all get one Method
+            # (one state), so it is loaded once, under a lock.
+            with self._methods_lock:
+                m = self._methods.get(name)
+                if m is None:
+                    m = self._methods[name] = self.load_method(name)
         return m
 
     def load_method(self, name: str = "forward") -> Method:
         """A new, independent Method `name`: its own memory and its own state
         (e.g. a second KV cache for a second conversation)."""
+        _method_name(name)
         try:
             native = self._native.load_method(name)
         except (MissingKernel, MissingBackend):
@@ -211,7 +263,26 @@ class Program:
         return f"<kiln.Program methods={self.method_names} size={self.size_bytes}B>"
 
 
-def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "") -> Program:
+def _method_name(name) -> str:
+    if not isinstance(name, str):
+        raise InvalidArgument(f"method name must be a str, not {type(name).__name__}")
+    return name
+
+
+def _check_load_options(max_memory_bytes, kernels, isa, mmap) -> None:
+    if (not isinstance(max_memory_bytes, int) or isinstance(max_memory_bytes, bool)
+            or not 1 <= max_memory_bytes < 2**64):
+        raise InvalidArgument(f"kiln.load: max_memory_bytes must be an int from 1 to 2**64 - 1, "
+                              f"got {max_memory_bytes!r}")
+    for what, value in (("kernels", kernels), ("isa", isa)):
+        if not isinstance(value, str):
+            raise InvalidArgument(f"kiln.load: {what} must be a str, not {type(value).__name__}")
+    if mmap is not True and mmap is not False:
+        raise InvalidArgument(f"kiln.load: mmap must be True or False, got {mmap!r}")
+
+
+def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "",
+         mmap: bool = True) -> Program:
     """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
 
     `max_memory_bytes` bounds what a method may plan (arenas, kernel scratch)
@@ -221,15 +292,22 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     optimized kernels use ("baseline", "avx2", "avx512", "neon"; default:
     KILN_ISA, else what the CPU supports).
 
+    A path is memory-mapped and its constants are used in place: while the
+    program lives, replace the file by renaming a new one over it, never by
+    writing or truncating it in place. `mmap=False` reads the whole file into
+    memory the program owns instead. A bytes object is used in place when
+    aligned; any other buffer is copied (docs/threads-and-files.md).
+
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.
     """
+    _check_load_options(max_memory_bytes, kernels, isa, mmap)
     if isinstance(source, (str, os.PathLike)):
-        return Program(_kiln.load_file(os.fspath(source), int(max_memory_bytes), kernels, isa))
+        return Program(_kiln.load_file(os.fsdecode(source), max_memory_bytes, kernels, isa, mmap))
     try:
         memoryview(source)
     except TypeError:
         raise InvalidArgument(
             f"kiln.load takes a path, bytes or a buffer object, not {type(source).__name__}"
         ) from None
-    return Program(_kiln.load_buffer(source, int(max_memory_bytes), kernels, isa))
+    return Program(_kiln.load_buffer(source, max_memory_bytes, kernels, isa))

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from . import _kiln
-from .errors import RegistrationError
+from .errors import InvalidArgument, RegistrationError
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ def load_library(path: str | os.PathLike) -> LoadedLibrary:
     Raises RegistrationError (naming both libraries) if one of its registrations
     collides with an earlier one; the earlier registration stays in effect.
     """
-    lib_path, kernels, backends = _kiln.load_library(os.fspath(path))
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise InvalidArgument(f"load_library takes a path, not {type(path).__name__}")
+    lib_path, kernels, backends = _kiln.load_library(os.fsdecode(path))
     return LoadedLibrary(
         lib_path,
         [KernelRegistration(*k) for k in kernels],
@@ -134,5 +136,11 @@ def num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Resize the runtime's thread pool; n < 1 means one thread per available core."""
-    _kiln.set_num_threads(int(n))
+    """Resize the runtime's thread pool to n threads (the calling thread included).
+
+    The default, before any call, is KILN_NUM_THREADS or one thread per
+    available core. Waits for methods that are executing.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= _kiln.MAX_THREADS:
+        raise InvalidArgument(f"set_num_threads needs an int from 1 to {_kiln.MAX_THREADS}, got {n!r}")
+    _kiln.set_num_threads(n)

@@ -57,6 +57,11 @@ class DuplicateRuntime(KilnError, ImportError):
     """Two copies of the kiln runtime are loaded in one process; the message names both files."""
 
 
+class Busy(KilnError, RuntimeError):
+    """A C++ Method was called while another thread was inside a call of it (the
+    Python layer serializes calls instead, so Python code does not see this)."""
+
+
 class ExportError(KilnError):
     """kiln.export could not turn a model into a program."""
 
@@ -82,4 +87,5 @@ BY_ERROR_NAME = {
     "kernel_failure": ExecutionError,
     "internal": KilnError,
     "duplicate_runtime": DuplicateRuntime,
+    "busy": Busy,
 }

@@ -6,8 +6,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -117,8 +119,10 @@ struct PyMethod {
   kiln::Method method;
   std::shared_ptr<kiln::Program> program;
   std::shared_ptr<Py_buffer> borrowed;
-  // Contiguous copies of strided inputs, reused across calls.
+  // Contiguous copies of strided inputs, reused across calls (under the turn).
   std::vector<std::vector<uint8_t>> scratch;
+  // The thread whose Python call holds the method's turn (Turn), if any.
+  std::atomic<std::thread::id> turn_holder{};
 };
 
 std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
@@ -134,21 +138,24 @@ std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
   });
 }
 
-kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
+kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
+                               bool map_file = true) {
   kiln::LoadOptions options;
   options.max_memory_bytes = max_memory_bytes;
   options.kernels = kernels;
   options.isa = isa;
+  options.map_file = map_file;
   return options;
 }
 
 PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
   std::shared_ptr<Py_buffer> view = hold_buffer(obj);
   kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
-  // Program::load_from_buffer borrows 64-byte aligned memory and copies the
-  // rest. Writable buffers are copied regardless: the caller could change them
-  // after verification.
-  bool borrow = view->readonly && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
+  // Program::load_from_buffer borrows 64-byte aligned memory, which must not
+  // change while the program lives. Only a bytes object is sure not to: a
+  // read-only view (memoryview.toreadonly(), a read-only mmap) may still be
+  // written through its owner or its file, so everything else is copied.
+  bool borrow = PyBytes_CheckExact(obj.ptr()) && reinterpret_cast<uintptr_t>(view->buf) % 64 == 0;
   kiln::Result<kiln::Program> program =
       borrow ? kiln::Program::load_from_buffer(view->buf, static_cast<size_t>(view->len), options)
              : kiln::Program::load_from_copy(view->buf, static_cast<size_t>(view->len), options);
@@ -323,9 +330,41 @@ bool is_torch_tensor(nb::handle obj) {
   return torch;
 }
 
-// Method.run(inputs): binds every input (in place when possible), executes
-// with the GIL released, and returns a list of new numpy arrays.
-nb::list run_method(PyMethod& self, nb::tuple inputs) {
+// The Method's turn for one Python call (program.h, Threads): taken at once when
+// free (the common case costs one uncontended lock), else waited for with the
+// GIL released, so the thread whose turn it is can take the GIL back to finish.
+class Turn {
+ public:
+  explicit Turn(PyMethod& self) : self_(self) {
+    if (!self.method.try_lock()) {
+      // Taken: by another thread (wait), or by this one, when converting an
+      // input called this method again (waiting would never end).
+      if (self.turn_holder.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+        check(kiln::Status(kiln::Error::Busy,
+                           kiln::format("method '%s' was called again from inside its own call (by the "
+                                        "conversion of one of its inputs)", self.method.spec().name.c_str())));
+      }
+      nb::gil_scoped_release release;
+      self.method.lock();
+    }
+    self.turn_holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  }
+  ~Turn() {
+    self_.turn_holder.store(std::thread::id(), std::memory_order_relaxed);
+    self_.method.unlock();
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+ private:
+  PyMethod& self_;
+};
+
+// Method.run(inputs): in the method's turn, binds every input (in place when
+// possible), executes with the GIL released, and returns a list of new numpy
+// arrays (copied out before the turn ends).
+nb::list run_method(PyMethod& self, nb::tuple inputs, kiln::Profile* profile) {
+  Turn turn(self);
   const kiln::MethodSpec& spec = self.method.spec();
   const size_t n = inputs.size();
   if (n != spec.inputs.size()) {
@@ -338,27 +377,44 @@ nb::list run_method(PyMethod& self, nb::tuple inputs) {
   std::vector<BoundInput> more(n > 16 ? n - 16 : 0);
   for (size_t i = 0; i < n; ++i) {
     BoundInput& b = i < 16 ? bound[i] : more[i - 16];
-    if (is_torch_tensor(inputs[i])) {
+    nb::handle input = inputs[i];
+    if (is_torch_tensor(input)) {
       // Tensor.numpy() is a zero-copy view and much cheaper than a DLPack
       // exchange; it refuses tensors that need grad, carry a conj or neg bit,
-      // or live off the CPU, and those take the general path.
+      // or live off the CPU.
       static PyObject* numpy_name = PyUnicode_InternFromString("numpy");
-      PyObject* view = PyObject_CallMethodNoArgs(inputs[i].ptr(), numpy_name);
-      if (view != nullptr) {
-        b.array = nb::steal(view);
-        if (bind_buffer(self, i, b.array, b)) continue;
-      } else {
+      PyObject* view = PyObject_CallMethodNoArgs(input.ptr(), numpy_name);
+      if (view == nullptr) {
+        // DLPack drops the neg and conj bits (c.conj().imag would be read as
+        // its positive values): resolve them into real values first.
         PyErr_Clear();
+        static PyObject* resolve_neg = PyUnicode_InternFromString("resolve_neg");
+        static PyObject* resolve_conj = PyUnicode_InternFromString("resolve_conj");
+        PyObject* resolved = PyObject_CallMethodNoArgs(input.ptr(), resolve_neg);
+        PyObject* plain = resolved ? PyObject_CallMethodNoArgs(resolved, resolve_conj) : nullptr;
+        Py_XDECREF(resolved);
+        if (plain == nullptr) throw nb::python_error();
+        b.array = nb::steal(plain);
+        input = b.array;
+        view = PyObject_CallMethodNoArgs(input.ptr(), numpy_name);
+        if (view == nullptr) PyErr_Clear();
       }
-    } else if (bind_buffer(self, i, inputs[i], b)) {
+      if (view != nullptr) {
+        nb::object array = nb::steal(view);
+        if (bind_buffer(self, i, array, b)) {
+          b.array = std::move(array);
+          continue;
+        }
+      }
+    } else if (bind_buffer(self, i, input, b)) {
       continue;
     }
-    bind_ndarray(self, i, inputs[i]);
+    bind_ndarray(self, i, input);
   }
   kiln::Status status;
   {
     nb::gil_scoped_release release;
-    status = self.method.execute();
+    status = profile != nullptr ? self.method.execute(profile) : self.method.execute();
   }
   check(status);
   const size_t outs = self.method.num_outputs();
@@ -404,7 +460,7 @@ NB_MODULE(_kiln, m) {
           nb::gil_scoped_release release;
           return p.program->load_method(name);
         }();
-        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}};
+        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}, {}};
       }, nb::rv_policy::take_ownership)
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
       .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
@@ -413,8 +469,12 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
-      .def("run", &run_method)
-      .def("reset_state", [](PyMethod& self) { self.method.reset_state(); })
+      .def("run", [](PyMethod& self, nb::tuple inputs) { return run_method(self, inputs, nullptr); })
+      .def("run_profiled", &run_method)
+      .def("reset_state", [](PyMethod& self) {
+        nb::gil_scoped_release release;  // waits for the turn in progress
+        self.method.reset_state();
+      })
       .def_prop_ro("isa", [](const PyMethod& self) { return kiln::isa_name(self.method.isa()); })
       .def_prop_ro("instructions", [](const PyMethod& self) {
         nb::list out;
@@ -425,9 +485,42 @@ NB_MODULE(_kiln, m) {
         return out;
       });
 
+  nb::class_<kiln::Profile>(m, "Profile")
+      .def(nb::init<>())
+      .def_ro("method", &kiln::Profile::method)
+      .def_prop_ro("calls", [](const kiln::Profile& p) {
+        nb::list out;
+        for (const kiln::ProfiledCall& c : p.calls) out.append(nb::make_tuple(c.start_ns, c.end_ns));
+        return out;
+      })
+      .def_prop_ro("records", [](const kiln::Profile& p) {
+        auto shapes = [](const std::vector<kiln::ProfiledShape>& v) {
+          nb::list out;
+          for (const kiln::ProfiledShape& s : v) {
+            out.append(nb::make_tuple(kiln::scalar_type_name(s.dtype), nb::tuple(nb::cast(s.sizes))));
+          }
+          return out;
+        };
+        nb::list out;
+        for (const kiln::ProfiledInstruction& r : p.records) {
+          out.append(nb::make_tuple(r.call, r.index, r.start_ns, r.end_ns, shapes(r.inputs), shapes(r.outputs)));
+        }
+        return out;
+      })
+      .def_prop_ro("chunks", [](const kiln::Profile& p) {
+        nb::list out;
+        for (const kiln::ProfiledChunk& c : p.chunks) out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns));
+        return out;
+      })
+      .def_prop_ro("call_ns", &kiln::Profile::call_ns)
+      .def_prop_ro("instruction_ns", &kiln::Profile::instruction_ns)
+      .def("table", &kiln::Profile::table)
+      .def("chrome_trace", &kiln::Profile::chrome_trace)
+      .def("clear", &kiln::Profile::clear);
+
   m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
-                        const std::string& isa) {
-    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
+                        const std::string& isa, bool map_file) {
+    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, map_file);
     kiln::Result<kiln::Program> program = [&] {
       nb::gil_scoped_release release;
       return kiln::Program::load(path, options);
@@ -453,6 +546,7 @@ NB_MODULE(_kiln, m) {
   m.def("runtime_copies", &kiln::runtime_copies);
   m.def("check_single_runtime", [] { check(kiln::check_single_runtime()); });
   m.def("num_threads", &kiln::num_threads);
+  m.attr("MAX_THREADS") = kiln::kMaxThreads;
   m.def("detected_isa", [] { return kiln::isa_name(kiln::detected_isa()); });
   m.def("set_num_threads", [](int n) {
     nb::gil_scoped_release release;
@@ -460,7 +554,7 @@ NB_MODULE(_kiln, m) {
   });
   m.def("error_names", [] {
     std::vector<std::string> names;
-    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::DuplicateRuntime); ++e) {
+    for (uint32_t e = 1; e <= static_cast<uint32_t>(kiln::Error::Busy); ++e) {
       names.push_back(kiln::error_name(static_cast<kiln::Error>(e)));
     }
     return names;

@@ -23,6 +23,7 @@ const char* error_name(Error e) noexcept {
     case Error::KernelFailure: return "kernel_failure";
     case Error::Internal: return "internal";
     case Error::DuplicateRuntime: return "duplicate_runtime";
+    case Error::Busy: return "busy";
   }
   return "unknown";
 }

@@ -26,6 +26,7 @@ namespace kiln {
 namespace {
 
 thread_local bool t_inside_parallel_for = false;
+thread_local internal::ChunkObserver* t_observer = nullptr;
 thread_local int t_worker_index = 0;
 thread_local int t_session_depth = 0;
 
@@ -43,7 +44,7 @@ inline void cpu_relax() {
 int default_thread_count() {
   if (const char* env = std::getenv("KILN_NUM_THREADS")) {
     int n = std::atoi(env);
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, kMaxThreads);
   }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
@@ -60,6 +61,7 @@ struct Job {
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
   std::atomic<bool> caller_sleeping{false};
+  internal::ChunkObserver* observer = nullptr;  // the caller's (profiling), or none
 };
 
 // A posted job. `users` counts workers that may be looking at `job`: the caller
@@ -79,7 +81,7 @@ class Pool {
   void resize(int n) {
     std::unique_lock<std::shared_mutex> lock(resize_mutex_);
     stop();
-    start(n < 1 ? default_thread_count() : n);
+    start(n < 1 ? default_thread_count() : std::min(n, kMaxThreads));
   }
 
   std::shared_mutex& resize_mutex() { return resize_mutex_; }
@@ -98,6 +100,7 @@ class Pool {
     job.n = n;
     job.chunk = (n + chunks - 1) / chunks;
     job.num_chunks = chunks;
+    job.observer = t_observer;
     slot->job.store(&job);
     posted_.fetch_add(1);
     if (sleepers_.load() > 0) {
@@ -129,7 +132,15 @@ class Pool {
     t_inside_parallel_for = true;
     for (int64_t c = job.next.fetch_add(1); c < job.num_chunks; c = job.next.fetch_add(1)) {
       const int64_t begin = c * job.chunk, end = std::min(job.n, begin + job.chunk);
-      if (begin < end) job.fn(job.closure, begin, end);
+      if (begin < end) {
+        if (job.observer == nullptr) {
+          job.fn(job.closure, begin, end);
+        } else {
+          const uint64_t start = internal::now_ns();
+          job.fn(job.closure, begin, end);
+          job.observer->chunk(t_worker_index, start, internal::now_ns());
+        }
+      }
       ran = true;
       if (job.done.fetch_add(1) + 1 == job.num_chunks && job.caller_sleeping.load()) {
         // The caller gave up spinning: wake it. Taking the mutex orders this
@@ -249,6 +260,17 @@ void set_num_threads(int n) noexcept {
 int worker_index() noexcept { return t_worker_index; }
 
 namespace internal {
+
+uint64_t now_ns() noexcept {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+ChunkObserver* observe_chunks(ChunkObserver* observer) noexcept {
+  ChunkObserver* previous = t_observer;
+  t_observer = observer;
+  return previous;
+}
 
 PoolSession::PoolSession() noexcept {
   if (t_session_depth++ == 0) pool().resize_mutex().lock_shared();

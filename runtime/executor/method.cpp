@@ -1,13 +1,13 @@
 // The executor: builds a method's value table and memory once, then runs its
 // instructions. Every index and byte range used here was checked by
 // loader/verifier.cpp; this file trusts them and says which check it relies on.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
+#include "core/pages.h"
 #include "core/thread_pool_internal.h"
 #include "executor/method_state.h"
 #include "kiln/log.h"
@@ -18,27 +18,6 @@ namespace {
 
 using schema::TensorStorage;
 using schema::ValueKind;
-
-// Planned memory: an anonymous mapping, zero-filled and committed by the OS page
-// by page as it is first written. Under AddressSanitizer arenas come from the
-// heap instead, so that its redzones catch a kernel writing past an arena.
-void* allocate_arena(size_t size) {
-#if defined(__SANITIZE_ADDRESS__)
-  return std::calloc(1, size);
-#else
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-#endif
-}
-
-void free_arena(void* p, size_t size) {
-#if defined(__SANITIZE_ADDRESS__)
-  (void)size;
-  std::free(p);
-#else
-  ::munmap(p, size);
-#endif
-}
 
 bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
   if (a.size() != b.size()) return false;
@@ -158,7 +137,7 @@ Status MethodState::allocate_arenas() {
     Arena a;
     a.size = static_cast<size_t>(size);
     if (a.size > 0) {
-      a.data = allocate_arena(a.size);
+      a.data = allocate_pages(a.size);
       if (a.data == nullptr) return Status(Error::OutOfMemory, format("cannot allocate a %zu-byte arena", a.size));
     }
     arenas.push_back(a);
@@ -486,7 +465,7 @@ Status MethodState::prepare_steps() {
 }
 
 Status MethodState::plan_scratch(int workers) {
-  if (scratch.data != nullptr) free_arena(scratch.data, scratch.size);
+  if (scratch.data != nullptr) free_pages(scratch.data, scratch.size);
   scratch = Arena{};
   scratch_workers = workers;
   uint64_t total = call_scratch_bytes;
@@ -501,7 +480,7 @@ Status MethodState::plan_scratch(int workers) {
                        (unsigned long long)limit);
   if (total > 0) {
     scratch.size = static_cast<size_t>(total);
-    scratch.data = allocate_arena(scratch.size);
+    scratch.data = allocate_pages(scratch.size);
     KILN_CHECK_OR_RETURN(scratch.data != nullptr, OutOfMemory, "cannot allocate %zu bytes of kernel scratch",
                          scratch.size);
   }
@@ -531,9 +510,9 @@ MethodState::~MethodState() {
     }
   }
   for (Arena& a : arenas) {
-    if (a.data) free_arena(a.data, a.size);
+    if (a.data) free_pages(a.data, a.size);
   }
-  if (scratch.data) free_arena(scratch.data, scratch.size);
+  if (scratch.data) free_pages(scratch.data, scratch.size);
 }
 
 Status MethodState::set_input(size_t index, const Tensor& input) {
@@ -569,15 +548,89 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   return Status::ok();
 }
 
-Status MethodState::execute() {
+namespace {
+
+void add_shape(const Tensor& t, std::vector<ProfiledShape>* out) {
+  out->push_back({t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
+}
+
+void shapes_of(Span<const Value* const> values, std::vector<ProfiledShape>* out) {
+  for (const Value* v : values) {
+    if (v->is_tensor()) {
+      add_shape(*v->tensor, out);
+    } else if (v->kind == kiln::ValueKind::TensorList) {
+      for (const Tensor* t : v->as_tensors()) {
+        if (t != nullptr) add_shape(*t, out);
+      }
+    }
+  }
+}
+
+// Records one profiled call: the executing thread fills in the instruction
+// spans; the pool reports the chunks of its parallel_for calls from whichever
+// thread ran them (thread_pool_internal.h).
+class CallRecorder final : public ChunkObserver {
+ public:
+  CallRecorder(Profile& profile, uint32_t call) : profile_(profile), call_(call), previous_(observe_chunks(this)) {}
+  ~CallRecorder() { observe_chunks(previous_); }
+  CallRecorder(const CallRecorder&) = delete;
+  CallRecorder& operator=(const CallRecorder&) = delete;
+
+  // The instruction whose chunks come next. Set between parallel_for calls,
+  // which publish it to the workers when they post their job.
+  void set_instruction(uint32_t index) { index_ = index; }
+
+  void chunk(int thread, uint64_t start_ns, uint64_t end_ns) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      profile_.chunks.push_back({call_, index_, thread, start_ns, end_ns});
+    } catch (...) {  // out of memory: the profile misses a chunk, the call goes on
+    }
+  }
+
+ private:
+  Profile& profile_;
+  const uint32_t call_;
+  uint32_t index_ = 0;
+  ChunkObserver* previous_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+Status MethodState::execute(Profile* profile) {
+  if (profile == nullptr) return execute_steps(nullptr);
+  // Recording allocates; no exception may leave the runtime.
+  try {
+    return execute_steps(profile);
+  } catch (const std::bad_alloc&) {
+    return Status(Error::OutOfMemory, format("method '%s': out of memory while profiling", spec.name.c_str()));
+  }
+}
+
+Status MethodState::execute_steps(Profile* profile) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set",
                          spec.name.c_str(), i, spec.inputs[i].name.c_str());
+  }
+  if (profile != nullptr) {
+    if (profile->calls.empty()) {
+      profile->method = spec.name;
+      profile->instructions = infos;
+    }
+    KILN_CHECK_OR_RETURN(profile->method == spec.name, InvalidArgument,
+                         "this Profile holds calls of method '%s', not '%s' (clear() it first)",
+                         profile->method.c_str(), spec.name.c_str());
   }
   // The pool keeps its size until this returns, so the per-worker scratch
   // stays large enough; it grows here once if the pool grew since load.
   PoolSession session;
   if (worker_scratch_stride > 0 && num_threads() > scratch_workers) KILN_RETURN_IF_ERROR(plan_scratch(num_threads()));
+  std::unique_ptr<CallRecorder> recorder;
+  if (profile != nullptr) {
+    recorder = std::make_unique<CallRecorder>(*profile, static_cast<uint32_t>(profile->calls.size()));
+    profile->calls.push_back({now_ns(), 0});
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     Step& step = steps[i];
     Span<const Value* const> in(step_inputs.data() + step.inputs_begin, step.num_inputs);
@@ -585,6 +638,17 @@ Status MethodState::execute() {
     for (uint32_t l = step.lists_begin; l < step.lists_begin + step.num_lists; ++l) {
       const IntRange& list = step_lists[l];
       for (uint32_t r = list.begin; r < list.begin + list.count; ++r) *int_refs[r].dst = int_refs[r].src->i;
+    }
+    ProfiledInstruction* record = nullptr;
+    if (recorder) {
+      // Shapes are taken outside the timed span: the profiler's own work does
+      // not count as the instruction's.
+      record = &profile->records.emplace_back();
+      record->call = static_cast<uint32_t>(profile->calls.size() - 1);
+      record->index = static_cast<uint32_t>(i);
+      shapes_of(in, &record->inputs);
+      recorder->set_instruction(record->index);
+      record->start_ns = now_ns();
     }
     Status st;
     switch (step.kind) {
@@ -609,15 +673,57 @@ Status MethodState::execute() {
         if (st.is_ok()) std::memmove(step.move_dst->data(), step.move_src->data(), step.move_src->nbytes());
         break;
     }
+    if (record != nullptr) {
+      record->end_ns = now_ns();
+      for (const Tensor* t : out) add_shape(*t, &record->outputs);
+      profile->calls.back().end_ns = record->end_ns;  // a call that fails ends here
+    }
     if (!st.is_ok()) {
       return std::move(st).with_context(format("method '%s', instruction %zu (%s)", spec.name.c_str(), i,
                                                step.name.c_str()));
     }
   }
+  if (recorder) profile->calls.back().end_ns = now_ns();
   return Status::ok();
 }
 
 }  // namespace internal
+
+namespace {
+
+bool held_here(const internal::MethodState& s) {
+  return s.holder.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+
+// The turn for one call of a thread that does not hold the Method: taken if
+// free, else the call is refused (program.h: a call never waits unasked, and
+// never runs while another thread's call or turn is in progress).
+class CallTurn {
+ public:
+  explicit CallTurn(internal::MethodState& s) : s_(s) {
+    if (held_here(s)) return;  // inside this thread's lock()
+    owned_ = s.turn.try_lock();
+    busy_ = !owned_;
+  }
+  ~CallTurn() {
+    if (owned_) s_.turn.unlock();
+  }
+  CallTurn(const CallTurn&) = delete;
+  CallTurn& operator=(const CallTurn&) = delete;
+
+  Status status() const {
+    if (!busy_) return Status::ok();
+    return Status(Error::Busy, format("method '%s' is in use by another thread: share a Method by holding it "
+                                      "(std::lock_guard<kiln::Method>) around each call, or load one Method per thread",
+                                      s_.spec.name.c_str()));
+  }
+
+ private:
+  internal::MethodState& s_;
+  bool owned_ = false, busy_ = false;
+};
+
+}  // namespace
 
 Method::Method(std::unique_ptr<internal::MethodState> state) : state_(std::move(state)) {}
 Method::Method(Method&&) noexcept = default;
@@ -627,22 +733,66 @@ Method::~Method() = default;
 const MethodSpec& Method::spec() const { return state_->spec; }
 size_t Method::num_inputs() const { return state_->inputs.size(); }
 size_t Method::num_outputs() const { return state_->outputs.size(); }
-Status Method::set_input(size_t index, const Tensor& input) { return state_->set_input(index, input); }
-Status Method::execute() { return state_->execute(); }
 const Tensor& Method::output(size_t index) const { return *state_->outputs[index]; }
-void Method::reset_state() { state_->reset_state(); }
 const std::vector<InstructionInfo>& Method::instructions() const { return state_->infos; }
 Isa Method::isa() const { return state_->program->isa; }
 
-Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) {
+Status Method::set_input(size_t index, const Tensor& input) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->set_input(index, input);
+}
+
+Status Method::execute() {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->execute();
+}
+
+void Method::reset_state() {
+  if (held_here(*state_)) {
+    state_->reset_state();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(state_->turn);
+  state_->reset_state();
+}
+
+Status Method::execute(Profile* profile) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return state_->execute(profile);
+}
+
+Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs) { return run(inputs, nullptr); }
+
+Result<std::vector<Tensor>> Method::run(Span<const Tensor> inputs, Profile* profile) {
+  CallTurn turn(*state_);
+  KILN_RETURN_IF_ERROR(turn.status());
   KILN_CHECK_OR_RETURN(inputs.size() == num_inputs(), InvalidInput, "method '%s' takes %zu inputs, got %zu",
                        state_->spec.name.c_str(), num_inputs(), inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(set_input(i, inputs[i]));
-  KILN_RETURN_IF_ERROR(execute());
+  for (size_t i = 0; i < inputs.size(); ++i) KILN_RETURN_IF_ERROR(state_->set_input(i, inputs[i]));
+  KILN_RETURN_IF_ERROR(state_->execute(profile));
   std::vector<Tensor> outputs;
   outputs.reserve(num_outputs());
   for (size_t i = 0; i < num_outputs(); ++i) outputs.push_back(output(i));
   return outputs;
+}
+
+void Method::lock() {
+  state_->turn.lock();
+  state_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
+
+bool Method::try_lock() {
+  if (!state_->turn.try_lock()) return false;
+  state_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  return true;
+}
+
+void Method::unlock() {
+  state_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  state_->turn.unlock();
 }
 
 }  // namespace kiln

@@ -1,11 +1,15 @@
 // MethodState: a loaded method's values, planned memory and resolved instructions.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/kernel.h"
+#include "kiln/profile.h"
 #include "kiln/program.h"
 #include "kiln/value.h"
 #include "loader/program_data.h"
@@ -53,7 +57,9 @@ struct MethodState {
   ~MethodState();
 
   Status set_input(size_t index, const Tensor& input);
-  Status execute();
+  // With a profile, records the call into it (kiln/profile.h).
+  Status execute(Profile* profile = nullptr);
+  Status execute_steps(Profile* profile);
   void reset_state();
 
   // The steps of create(), in order.
@@ -100,6 +106,13 @@ struct MethodState {
     Tensor declared;  // the tensor as loaded: data, sizes and capacity
   };
   std::vector<StateInit> state;
+
+  // The turn of program.h's thread contract: held by Method::lock(), or by one
+  // call of a thread that does not hold it. `holder` is the thread that took it
+  // with lock() (only that thread writes its own id, so a relaxed load that
+  // sees this thread's id is exact).
+  std::mutex turn;
+  std::atomic<std::thread::id> holder{};
 };
 
 }  // namespace kiln::internal

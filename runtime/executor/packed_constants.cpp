@@ -1,26 +1,17 @@
 // Packed constants: built once per loaded program, in memory of their own.
 #include "executor/packed_constants.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 
+#include "core/pages.h"
 #include "loader/program_file.h"
 
 namespace kiln {
 namespace internal {
-namespace {
 
 // Packed weights get pages of their own, returned to the system when freed.
-void* allocate_packed(size_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
-}  // namespace
-
 PackedConstantCache::~PackedConstantCache() {
-  for (Entry& e : entries_) ::munmap(e.data, e.bytes);
+  for (Entry& e : entries_) free_pages(e.data, e.bytes);
 }
 
 uint64_t PackedConstantCache::total_bytes() const {
@@ -51,7 +42,7 @@ Result<const void*> PackedConstantCache::get_or_pack(const Tensor& source, const
                        "memory (%llu bytes) would exceed the limit of %llu bytes (LoadOptions::max_memory_bytes)",
                        describe(source).c_str(), layout, bytes, (unsigned long long)total_bytes_,
                        (unsigned long long)other_bytes, (unsigned long long)limit);
-  void* data = allocate_packed(bytes);
+  void* data = allocate_pages(bytes);
   KILN_CHECK_OR_RETURN(data != nullptr, OutOfMemory, "cannot allocate %zu bytes for packed %s", bytes,
                        describe(source).c_str());
   pack(arg, data);

@@ -53,7 +53,7 @@ Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const
   data->bytes = std::move(bytes);
   data->options = options;
   KILN_RETURN_IF_ERROR(resolve_kernel_options(options, data.get()));
-  Result<internal::FileHeader> header = internal::parse_header(data->bytes->data(), data->bytes->size());
+  Result<internal::FileHeader> header = internal::parse_header(data->bytes->structure(), data->bytes->size());
   if (!header.ok()) return header.status();
   data->header = header.value();
   KILN_RETURN_IF_ERROR(internal::verify_program(*data));
@@ -67,7 +67,7 @@ Program& Program::operator=(Program&&) noexcept = default;
 Program::~Program() = default;
 
 Result<Program> Program::load(const std::string& path, const LoadOptions& options) {
-  auto bytes = internal::ProgramBytes::map_file(path);
+  auto bytes = internal::ProgramBytes::open_file(path, options.map_file);
   if (!bytes.ok()) return bytes.status();
   auto program = finish_load(std::move(bytes).value(), options,
                              [](std::shared_ptr<const internal::ProgramData> d) { return Program(std::move(d)); });

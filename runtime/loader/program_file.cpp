@@ -70,30 +70,89 @@ Result<FileHeader> parse_header(const uint8_t* data, size_t size) {
   return h;
 }
 
-Result<std::unique_ptr<ProgramBytes>> ProgramBytes::map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+namespace {
+
+// Reads up to `n` bytes at `offset`; returns how many it read (less at the end of the file).
+Result<size_t> read_at(int fd, uint8_t* dst, size_t n, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status(Error::IoError, format("cannot read '%s': %s", path.c_str(), std::strerror(errno)));
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+uint8_t* allocate_aligned(size_t size) {
+  size_t rounded = (size + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
+  return static_cast<uint8_t*>(std::aligned_alloc(kSegmentAlignment, rounded == 0 ? kSegmentAlignment : rounded));
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ProgramBytes>> ProgramBytes::open_file(const std::string& path, bool map_file) {
+  KILN_CHECK_OR_RETURN(path.find('\0') == std::string::npos, InvalidArgument,
+                       "the path '%s...' contains a NUL byte", path.c_str());
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before the type check
+  // below refuses it. It changes nothing for the regular files read here.
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (f.fd < 0) {
     int err = errno;
     return Status(err == ENOENT ? Error::NotFound : Error::IoError,
                   format("cannot open '%s': %s", path.c_str(), std::strerror(err)));
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status(Error::IoError, format("'%s' is not a regular file", path.c_str()));
+  if (::fstat(f.fd, &st) != 0) {
+    return Status(Error::IoError, format("cannot stat '%s': %s", path.c_str(), std::strerror(errno)));
   }
-  size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return Status(Error::InvalidProgram, format("'%s' is empty", path.c_str()));
+  KILN_CHECK_OR_RETURN(S_ISREG(st.st_mode), InvalidArgument, "'%s' is not a regular file", path.c_str());
+  const size_t size = static_cast<size_t>(st.st_size);
+  KILN_CHECK_OR_RETURN(size > 0, InvalidProgram, "'%s' is empty", path.c_str());
+
+  if (!map_file) {
+    uint8_t* copy = allocate_aligned(size);
+    KILN_CHECK_OR_RETURN(copy != nullptr, OutOfMemory, "cannot allocate %zu bytes to read '%s'", size, path.c_str());
+    std::unique_ptr<ProgramBytes> bytes(new ProgramBytes(Kind::Owned, copy, size));
+    Result<size_t> got = read_at(f.fd, copy, size, 0, path);
+    if (!got.ok()) return got.status();
+    bytes->size_ = got.value();  // a file that shrank meanwhile fails the header's size check
+    return bytes;
   }
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);
+
+  // The structure, read (not mapped): the header first, to learn how far the
+  // program table goes.
+  uint8_t head[kHeaderSize];
+  Result<size_t> got = read_at(f.fd, head, kHeaderSize, 0, path);
+  if (!got.ok()) return got.status();
+  Result<FileHeader> header = parse_header(head, got.value() < kHeaderSize ? got.value() : size);
+  if (!header.ok()) return Status(header.status()).with_context("'" + path + "'");
+  const size_t structure = static_cast<size_t>(header->flatbuffer_offset + header->flatbuffer_size);
+
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
   if (addr == MAP_FAILED) {
-    return Status(Error::IoError, format("cannot map '%s': %s", path.c_str(), std::strerror(err)));
+    return Status(Error::IoError, format("cannot map '%s': %s", path.c_str(), std::strerror(errno)));
   }
-  return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Mapped, static_cast<const uint8_t*>(addr), size));
+  std::unique_ptr<ProgramBytes> bytes(new ProgramBytes(Kind::Mapped, static_cast<const uint8_t*>(addr), size));
+  bytes->structure_ = allocate_aligned(structure);
+  KILN_CHECK_OR_RETURN(bytes->structure_ != nullptr, OutOfMemory, "cannot allocate %zu bytes for the program table",
+                       structure);
+  got = read_at(f.fd, bytes->structure_, structure, 0, path);
+  if (!got.ok()) return got.status();
+  KILN_CHECK_OR_RETURN(got.value() == structure, InvalidProgram,
+                       "'%s' is %zu bytes, shorter than its program table claims (it changed while loading?)",
+                       path.c_str(), got.value());
+  bytes->structure_size_ = structure;
+  return bytes;
 }
 
 Result<std::unique_ptr<ProgramBytes>> ProgramBytes::from_buffer(const void* data, size_t size) {
@@ -106,8 +165,7 @@ Result<std::unique_ptr<ProgramBytes>> ProgramBytes::from_buffer(const void* data
 
 Result<std::unique_ptr<ProgramBytes>> ProgramBytes::copy_of(const void* data, size_t size) {
   KILN_CHECK_OR_RETURN(data != nullptr || size == 0, InvalidArgument, "null buffer of %zu bytes", size);
-  size_t rounded = (size + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
-  void* copy = std::aligned_alloc(kSegmentAlignment, rounded == 0 ? kSegmentAlignment : rounded);
+  uint8_t* copy = allocate_aligned(size);
   KILN_CHECK_OR_RETURN(copy != nullptr, OutOfMemory, "cannot copy a %zu-byte program", size);
   if (size > 0) std::memcpy(copy, data, size);
   return std::unique_ptr<ProgramBytes>(new ProgramBytes(Kind::Owned, static_cast<const uint8_t*>(copy), size));
@@ -123,6 +181,7 @@ void ProgramBytes::release_pages(const void* begin, size_t n) const {
 }
 
 ProgramBytes::~ProgramBytes() {
+  std::free(structure_);
   if (kind_ == Kind::Mapped) {
     ::munmap(const_cast<uint8_t*>(data_), size_);
   } else if (kind_ == Kind::Owned) {

@@ -30,9 +30,17 @@ struct FileHeader {
 Result<FileHeader> parse_header(const uint8_t* data, size_t size);
 
 // Owns (or borrows) the program bytes; the address is 64-byte aligned.
+//
+// A mapped file can change under the mapping after load (another process
+// writes or truncates it). So that what the verifier checked cannot change, the
+// structure of a mapped file (the header and the program table: everything
+// before the segments) is read with pread() into private memory, and only the
+// constant segments are used in place from the mapping.
 class ProgramBytes {
  public:
-  static Result<std::unique_ptr<ProgramBytes>> map_file(const std::string& path);
+  // Opens `path` (a regular file; refused before any read otherwise) and maps
+  // it, or with map_file = false reads all of it into memory it owns.
+  static Result<std::unique_ptr<ProgramBytes>> open_file(const std::string& path, bool map_file);
   // Borrows `data` when 64-byte aligned, else copies it into aligned memory.
   static Result<std::unique_ptr<ProgramBytes>> from_buffer(const void* data, size_t size);
   // Always copies into memory it owns.
@@ -41,8 +49,13 @@ class ProgramBytes {
   ProgramBytes(const ProgramBytes&) = delete;
   ProgramBytes& operator=(const ProgramBytes&) = delete;
 
+  // Every byte of the program (the segments are read from here).
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // The bytes [0, structure_size()) to parse and verify the header and program
+  // table from: a private copy for a mapped file, else data().
+  const uint8_t* structure() const { return structure_ != nullptr ? structure_ : data_; }
+  size_t structure_size() const { return structure_ != nullptr ? structure_size_ : size_; }
   // Drops the resident pages that lie wholly inside [begin, begin + n) when the
   // bytes are a mapping of the file (they are read back from the file if
   // touched again); does nothing for owned or borrowed memory.
@@ -54,6 +67,8 @@ class ProgramBytes {
   Kind kind_;
   const uint8_t* data_;
   size_t size_;
+  uint8_t* structure_ = nullptr;  // owned, mapped files only
+  size_t structure_size_ = 0;
 };
 
 }  // namespace kiln::internal

@@ -465,7 +465,8 @@ uint64_t declared_nbytes(const schema::Tensor& t) {
 }
 
 Status verify_program(ProgramData& data) {
-  const uint8_t* fb = data.bytes->data() + data.header.flatbuffer_offset;
+  // parse_header: the program table lies inside structure() (a private copy for mapped files).
+  const uint8_t* fb = data.bytes->structure() + data.header.flatbuffer_offset;
   flatbuffers::Verifier::Options opts;
   opts.max_depth = 32;
   opts.max_tables = 4'000'000;

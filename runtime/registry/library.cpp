@@ -39,10 +39,14 @@ const std::string& record_library(const internal::RegistrationRecord& rec) {
 
 Result<LibraryInfo> load_library(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_library_mutex);
+  KILN_CHECK_OR_RETURN(path.find('\0') == std::string::npos, InvalidArgument,
+                       "the library path '%s...' contains a NUL byte", path.c_str());
   struct stat st;
   if (path.empty() || ::stat(path.c_str(), &st) != 0) {
     return Status(Error::NotFound, format("library '%s' does not exist", path.c_str()));
   }
+  // Reading a FIFO or a device could block or never end.
+  KILN_CHECK_OR_RETURN(S_ISREG(st.st_mode), InvalidArgument, "library '%s' is not a regular file", path.c_str());
   // A library that embeds its own copy of the runtime would register into that
   // copy's registries, which nobody reads: refuse it before any of its code runs.
   std::string runtime = runtime_library_path();

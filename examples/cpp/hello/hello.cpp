@@ -1,13 +1,15 @@
 // hello: load a .kiln program, print its methods, run one on given inputs, print the outputs.
 //
 //   hello model.kiln [--method NAME] [--input FILE]... [--sizes D0,D1,...]... [--fill VALUE]
-//                    [--calls N] [--all]
+//                    [--calls N] [--all] [--profile TRACE.json]
 //
 // Each --input is a raw little-endian file holding one input's bytes (in input
 // order); without one, inputs are filled with --fill (default 1.0 / 1). Each
 // --sizes gives the run-time sizes of one input (in input order; dynamic dims
 // may be smaller than the declared bounds, which are the default). --calls runs
 // the method N times on the same inputs: state (e.g. a KV cache) carries over.
+// --profile records every call (kiln::Profile), prints the costliest operators
+// and writes a Chrome trace.
 #include <kiln/kiln.h>
 
 #include <cstdio>
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   double fill_value = 1.0;
   int calls = 1;
   bool print_all = false;
+  std::string trace_path;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--method" && i + 1 < argc) method_name = argv[++i];
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
       input_sizes.push_back(sizes);
     }
     else if (arg == "--all") print_all = true;
+    else if (arg == "--profile" && i + 1 < argc) trace_path = argv[++i];
     else {
       std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -129,9 +133,10 @@ int main(int argc, char** argv) {
     inputs.push_back(kiln::Tensor::view(buffers[i].data(), sizes, s.dtype));
   }
 
+  kiln::Profile profile;
   for (int call = 0; call < calls; ++call) {
     // set_input checks each input against the spec (dtype, rank, sizes within bounds).
-    kiln::Result<std::vector<kiln::Tensor>> outputs = method->run(inputs);
+    kiln::Result<std::vector<kiln::Tensor>> outputs = method->run(inputs, trace_path.empty() ? nullptr : &profile);
     if (!outputs.ok()) return fail(outputs.status());
     for (size_t i = 0; i < outputs->size(); ++i) {
       const kiln::Tensor& t = (*outputs)[i];
@@ -143,6 +148,10 @@ int main(int argc, char** argv) {
       for (int64_t k = 0; k < shown; ++k) std::printf(" %.9g", element(t, k));
       std::printf("%s\n", shown < t.numel() ? " ..." : "");
     }
+  }
+  if (!trace_path.empty()) {
+    std::printf("%s", profile.table(10).c_str());
+    std::ofstream(trace_path) << profile.chrome_trace();
   }
   return 0;
 }

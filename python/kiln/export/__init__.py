@@ -3,6 +3,7 @@
     import kiln.export
     report = kiln.export.export(model, (x,), "model.kiln")
     print(report)
+    print(kiln.export.compare(model, (x,)))   # where kiln and eager start to differ, if they do
 
 Importing this package is cheap: torch (and flatbuffers) are imported only when
 `export` is called.
@@ -10,7 +11,7 @@ Importing this package is cheap: torch (and flatbuffers) are imported only when
 
 from .report import ExportReport, MethodReport
 
-__all__ = ["export", "ExportReport", "MethodReport"]
+__all__ = ["export", "compare", "ExportReport", "MethodReport"]
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
@@ -41,3 +42,15 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
 
     return export_program(model, example_inputs, path, methods=methods,
                           dynamic_shapes=dynamic_shapes, optimize=optimize)
+
+
+def compare(model, example_inputs, *, method="forward", dynamic_shapes=None, optimize=True, kernels="", isa="",
+            tolerance=1e-4):
+    """Runs `model.<method>(*example_inputs)` in eager PyTorch and in kiln and
+    compares every intermediate value; returns a Comparison whose printout (and
+    .culprit) names the first operator whose result differs while its inputs
+    agree, with its module. See kiln/export/comparison.py."""
+    from .comparison import compare as _compare
+
+    return _compare(model, example_inputs, method=method, dynamic_shapes=dynamic_shapes, optimize=optimize,
+                    kernels=kernels, isa=isa, tolerance=tolerance)

@@ -41,6 +41,9 @@ enum class Error : uint32_t {
   // More than one copy of the kiln runtime is loaded in this process, so there
   // would be more than one set of registries.
   DuplicateRuntime = 14,
+  // A Method was called while another thread was inside a call of it (see
+  // the thread contract in program.h): refused, never run on mixed inputs.
+  Busy = 15,
 };
 
 // Stable lowercase name of an error kind ("invalid_program").

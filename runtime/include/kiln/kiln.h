@@ -7,6 +7,7 @@
 #include "kiln/error.h"
 #include "kiln/kernel.h"
 #include "kiln/log.h"
+#include "kiln/profile.h"
 #include "kiln/program.h"
 #include "kiln/registry.h"
 #include "kiln/span.h"

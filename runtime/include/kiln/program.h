@@ -55,6 +55,11 @@ struct LoadOptions {
   // "avx2", "avx512", "neon"); a level above what the CPU supports is lowered to
   // it. Empty: the KILN_ISA environment variable, else what the CPU supports.
   std::string isa;
+  // Program::load: true maps the file and uses its constants in place (the
+  // program table is always read into private memory and verified there);
+  // false reads the whole file into memory the program owns, so that nothing
+  // done to the file after load can affect the program (docs/threads-and-files.md).
+  bool map_file = true;
 };
 
 // How one instruction of a loaded method is served.
@@ -68,10 +73,14 @@ struct InstructionInfo {
 };
 
 class Method;
+class Profile;
 
 class KILN_API Program {
  public:
-  // Memory-maps the file; constant data is used in place.
+  // Memory-maps the file (or reads it, LoadOptions::map_file); constant data
+  // is used in place. While a program or method lives, a mapped file must not
+  // be truncated or written in place (replace it by renaming a new file over
+  // it): its constants are read from it, and a truncated mapping faults.
   static Result<Program> load(const std::string& path, const LoadOptions& options = {});
   // Uses `data` in place when it is 64-byte aligned (the caller keeps it alive
   // and unchanged while the program or any method lives); otherwise copies it.
@@ -101,6 +110,32 @@ class KILN_API Program {
   std::shared_ptr<const internal::ProgramData> data_;
 };
 
+// Threads. A Program is immutable once loaded: its const members and
+// load_method() may be called from any number of threads at once, and the
+// Methods it loads are independent (each has its own memory and state; they
+// share the program's packed weights and the thread pool), so separate Methods
+// run in parallel without any locking.
+//
+// A Method is one execution context: its bound inputs, planned memory, outputs
+// and state. Calls on one Method take turns:
+//  - Method is Lockable (lock, try_lock, unlock). A thread that holds it may
+//    call set_input, execute, output and run; the outputs it reads are its own
+//    until it unlocks. This is how one Method is shared between threads:
+//        { std::lock_guard<kiln::Method> turn(method);
+//          auto outputs = method.run(inputs);  // use or copy them here
+//        }
+//    State advances one whole turn at a time, in the order turns are taken.
+//  - A thread that does not hold the Method may still call it alone (one thread
+//    at a time, as without threads). A call that overlaps another thread's turn
+//    or call (set_input, execute, run) is refused with Error::Busy before it
+//    touches anything, so it can never run on another caller's inputs.
+//    Sequences are not covered: two unlocked threads interleaving set_input and
+//    execute can still mix their inputs; hold the lock for the whole call.
+//  - reset_state() waits for the turn in progress, so it lands between calls.
+//  - A Method must not be moved or destroyed while a thread holds it or calls it.
+//
+// The Python layer takes the turn around every call (with the GIL released
+// while it waits), so one Python Method is safe to call from many threads.
 class KILN_API Method {
  public:
   const MethodSpec& spec() const;
@@ -119,7 +154,8 @@ class KILN_API Method {
   const Tensor& output(size_t index) const;
 
   // Restores every state tensor to its value in the program file (as right
-  // after load_method). Other loaded Methods are not affected.
+  // after load_method). Other loaded Methods are not affected. Waits for a turn
+  // another thread holds.
   void reset_state();
 
   // One entry per instruction: which kernel (library and tier) or backend
@@ -130,6 +166,16 @@ class KILN_API Method {
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);
+
+  // The same, recording into `profile` (kiln/profile.h) how long each
+  // instruction and each thread-pool chunk took and the shapes each saw.
+  Status execute(Profile* profile);
+  Result<std::vector<Tensor>> run(Span<const Tensor> inputs, Profile* profile);
+
+  // The turn (see Threads above): waits for it, takes it if free, gives it back.
+  void lock();
+  bool try_lock();
+  void unlock();
 
   Method(Method&&) noexcept;
   Method& operator=(Method&&) noexcept;

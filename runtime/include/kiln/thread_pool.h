@@ -9,9 +9,13 @@
 
 namespace kiln {
 
+// The largest pool: set_num_threads and KILN_NUM_THREADS ask for at most this.
+constexpr int kMaxThreads = 1024;
+
 // Number of threads that parallel_for uses (the caller's thread included).
 KILN_API int num_threads() noexcept;
-// Sets the pool size; n < 1 means "one per available core" (or KILN_NUM_THREADS).
+// Sets the pool size, at most kMaxThreads; n < 1 means "one per available core"
+// (or KILN_NUM_THREADS).
 // Waits for parallel work in flight (and for methods executing) to finish.
 // Ignored when called from inside parallel_for.
 KILN_API void set_num_threads(int n) noexcept;

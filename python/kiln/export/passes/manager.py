@@ -108,7 +108,11 @@ class PassContext:
         return node
 
     def replace(self, old: fx.Node, new) -> None:
-        """Replaces every use of `old` by `new` (a node), then erases `old`."""
+        """Replaces every use of `old` by `new` (a node), then erases `old`.
+        `new` now computes old's value: it takes over the name of the eager
+        value kiln.export.compare meets it with (meta["kiln_value_of"])."""
+        if "kiln_value_of" in old.meta:
+            new.meta["kiln_value_of"] = old.meta["kiln_value_of"]
         old.replace_all_uses_with(new)
         if not old.users:
             self.graph.erase_node(old)

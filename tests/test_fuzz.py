@@ -1,0 +1,64 @@
+"""G8 under libFuzzer: the fuzz targets of tests/cpp/fuzz (loader and verifier,
+method load, runs on fuzzed inputs), built with clang and
+-fsanitize=fuzzer,address,undefined by scripts/fuzz.py.
+
+Here each target fuzzes for a few seconds from seeds made of the test models
+and from the committed regression files (tests/cpp/fuzz/regressions/<target>:
+every crash a fuzz run found, fixed; libFuzzer runs each of them first); any
+crash, sanitizer report or hang fails. The long runs are done by hand with
+scripts/fuzz.py (docs/fuzzing.md). fuzz_canary, a deliberate bug, must be
+found: without it a harness that never reports would pass.
+"""
+
+import importlib.util
+import shutil
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.build_independent
+SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8}
+SEED_MODELS = ["mlp", "encoder", "tied", "two_methods", "dynamic_state", "mlp_dynamic_batch"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("kiln_fuzz_script", REPO / "scripts" / "fuzz.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fuzz = _script()
+
+
+@pytest.fixture(scope="module")
+def fuzzers():
+    if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
+        pytest.skip("libFuzzer needs clang (Debian clang-19 and libclang-rt-19-dev; scripts/setup.sh installs them "
+                    "when it runs as root)")
+    return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary"])
+
+
+@pytest.fixture(scope="module")
+def seeds(exported, tmp_path_factory):
+    programs = [exported(name)[0] for name in SEED_MODELS]
+    out = tmp_path_factory.mktemp("fuzz_seeds")
+    fuzz.make_seeds(programs, out)
+    return out
+
+
+@pytest.mark.parametrize("target", fuzz.TARGETS)
+def test_bounded_fuzz_run_finds_nothing(fuzzers, seeds, tmp_path, target):
+    r = fuzz.fuzz(fuzzers, target, SECONDS[target], tmp_path / "corpus", seeds / target, tmp_path / "artifacts", [])
+    log = (tmp_path / f"{target}.log").read_text()
+    assert r["returncode"] == 0 and not r["crashes"], log[-6000:]
+    assert r["execs"] > 0 and r["cov"] > 0, log[-3000:]
+    print(target, r)
+
+
+def test_the_canary_is_found(fuzzers, tmp_path):
+    r = fuzz.fuzz(fuzzers, "fuzz_canary", 120, tmp_path / "corpus", tmp_path / "none", tmp_path / "artifacts", [])
+    log = (tmp_path / "fuzz_canary.log").read_text()
+    assert r["returncode"] != 0 and len(r["crashes"]) == 1, log[-3000:]
+    assert "ERROR: AddressSanitizer: heap-buffer-overflow" in log
