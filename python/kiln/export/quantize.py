@@ -339,11 +339,17 @@ class QuantizationSummary:
         for entry in self.quantized.values():
             counts[entry] = counts.get(entry, 0) + 1
         parts = [f"{n} {kind} {scheme}/{group}" for (kind, scheme, group), n in sorted(counts.items())]
-        text = (f"quantized {', '.join(parts) or 'nothing'}: {self.float_bytes / 2**20:.1f} MiB of float32 "
-                f"weights -> {self.quantized_bytes / 2**20:.1f} MiB")
+        text = (f"quantized {', '.join(parts) or 'nothing'}: {_size(self.float_bytes)} of float32 weights -> "
+                f"{_size(self.quantized_bytes)}")
         if self.skipped:
             text += f"; kept in float32: {', '.join(f'{k} ({v})' for k, v in self.skipped.items())}"
         return text
+
+
+def _size(n: int) -> str:
+    from .quantized_summary import _mib
+
+    return _mib(n)
 
 
 def _group_for(scheme: str, group_size: Optional[int], k: int) -> int:
