@@ -53,20 +53,25 @@ void pack_panels(const void* arg, void* dst) {
       std::fill(panel, panel + l.panel_bytes, uint8_t{0});  // rows past N: zero scales and values
       for (int64_t j = 0; j < nr && p * nr + j < w.n; ++j) {
         const int64_t row = p * nr + j;
+        const uint8_t* src = w.q + row * w.row_bytes();
+        // Column j's byte in a panel row and, for 4 bits, its nibble.
+        const int64_t at = w.four_bit() && j >= half ? j - half : j;
+        const int shift = w.four_bit() && j >= half ? 4 : 0;
         for (int64_t g = 0; g < l.groups; ++g) {
           uint8_t* block = panel + g * l.group_bytes;
           std::memcpy(block + j * 2, &w.scales[row * l.groups + g], 2);
           if (w.mins != nullptr) std::memcpy(block + nr * 2 + j * 2, &w.mins[row * l.groups + g], 2);
-          uint8_t* rows = block + l.scale_bytes;
-          for (int64_t i = 0; i < l.group; ++i) {
-            const int32_t v = w.raw(row, g * l.group + i);
-            uint8_t* byte = rows + i * l.row_bytes;
-            if (!w.four_bit()) {
-              byte[j] = static_cast<uint8_t>(v);
-            } else if (j < half) {
-              byte[j] = static_cast<uint8_t>(byte[j] | v);
-            } else {
-              byte[j - half] = static_cast<uint8_t>(byte[j - half] | (v << 4));
+          uint8_t* dst_rows = block + l.scale_bytes + at;
+          if (!w.four_bit()) {
+            for (int64_t i = 0; i < l.group; ++i) dst_rows[i * l.row_bytes] = src[g * l.group + i];
+            continue;
+          }
+          for (int64_t i0 = 0; i0 < l.group; i0 += 32) {  // one GGUF run of 32: 16 bytes
+            const uint8_t* run = src + (g * l.group + i0) / 2;
+            uint8_t* out = dst_rows + i0 * l.row_bytes;
+            for (int64_t i = 0; i < 16; ++i) {
+              out[i * l.row_bytes] = static_cast<uint8_t>(out[i * l.row_bytes] | ((run[i] & 15) << shift));
+              out[(i + 16) * l.row_bytes] = static_cast<uint8_t>(out[(i + 16) * l.row_bytes] | ((run[i] >> 4) << shift));
             }
           }
         }
