@@ -73,7 +73,8 @@ def prefix(tmp_path_factory) -> Path:
     if ninja:
         configure.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
     run(configure)
-    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example"])
+    # kiln_quantized: the shipped extension, installed by the same `cmake --install`.
+    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example", "kiln_quantized"])
     run([cmake, "--install", BUILD_DIR])
     return prefix
 
@@ -81,7 +82,8 @@ def prefix(tmp_path_factory) -> Path:
 def test_example_library_is_installed_as_one_file(prefix):
     lib = prefix / "lib" / "libkiln_example.so.0"
     assert lib.is_file() and not lib.is_symlink()
-    assert sorted(p.name for p in (prefix / "lib").glob("libkiln*")) == ["libkiln.so.0", "libkiln_example.so.0"]
+    assert sorted(p.name for p in (prefix / "lib").glob("libkiln*")) == ["libkiln.so.0", "libkiln_example.so.0",
+                                                                         "libkiln_quantized.so.0"]
     assert not [p for p in prefix.rglob("*") if p.is_symlink()]
 
 
@@ -146,4 +148,4 @@ def test_unknown_component_fails_naming_it(prefix, tmp_path):
                                                          "KILN_TEST_COMPONENT": "nope"})
     message = str(failure.value)
     assert "kiln has no component 'nope'" in message
-    assert "available: runtime;example" in message
+    assert "available: runtime;quantized;example" in message

@@ -38,26 +38,44 @@ def _inspect(args) -> int:
 
     prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "")
     print(f"{args.program}: {prog.size_bytes} bytes, producer {prog.producer or '?'}")
+    quantized = _quantized_summaries(args.program)
     for name in prog.method_names:
         m = prog.method_spec(name)  # read without loading: works without the plugins a program needs
         print(f"method {name}: {m.num_instructions} instructions, planned memory {sum(m.arena_bytes)} bytes")
         for kind, specs in (("input ", m.input_specs), ("output", m.output_specs), ("state ", m.state_specs)):
             for s in specs:
                 print(f"  {kind} {s.name}: {s.dtype}{_shape(s)}")
-        _print_kernels(prog, name, args.instructions)
+        if quantized and quantized.get(name):
+            print(f"  quantized weights: {quantized[name].saved()}")
+            for line in quantized[name].lines():
+                print(f"    {line}")
+        ops = _print_kernels(prog, name, args.instructions)
+        if quantized is None and any(op.startswith("kiln_quantized::") for op in ops):
+            print("  quantized weights: install the flatbuffers package (kiln[export]) to see their schemes")
     print(f"packed weights: {prog.packed_bytes} bytes")
     return 0
 
 
-def _print_kernels(prog, name: str, every_instruction: bool) -> None:
-    """Which kernel (library, tier) serves each instruction of a loaded method."""
+def _quantized_summaries(path):
+    """{method: QuantizedSummary} of the file's kiln_quantized instructions (scheme, group size,
+    bytes), or None when the flatbuffers package that reads them is missing."""
+    from .export.quantized_summary import summarize_file
+
+    try:
+        return summarize_file(path)
+    except (OSError, ValueError, IndexError):
+        return {}
+
+
+def _print_kernels(prog, name: str, every_instruction: bool) -> set:
+    """Which kernel (library, tier) serves each instruction of a loaded method; returns the operators."""
     import kiln
 
     try:
         method = prog.load_method(name)
     except kiln.KilnError as e:
         print(f"  kernels: cannot load the method: {type(e).__name__}: {e}")
-        return
+        return set()
     runtime = os.path.basename(kiln.runtime_library_path() or "")
     tier_names = {0: "portable", 100: "optimized"}
 
@@ -75,7 +93,7 @@ def _print_kernels(prog, name: str, every_instruction: bool) -> None:
             extra = f", packed {i.packed_bytes} B" if i.packed_bytes else ""
             extra += f", scratch {i.scratch_bytes} B" if i.scratch_bytes else ""
             print(f"    {n:>5} {i.op}: {served_by(i)}{extra}")
-        return
+        return {i.op for i in infos}
     summary: dict = {}
     for i in infos:
         key = (i.op, served_by(i))
@@ -83,6 +101,7 @@ def _print_kernels(prog, name: str, every_instruction: bool) -> None:
         summary[key] = (count + 1, packed + i.packed_bytes)
     for (op, by), (count, packed) in sorted(summary.items()):
         print(f"    {count:>5} x {op}: {by}" + (f", packed {packed} B" if packed else ""))
+    return {i.op for i in infos}
 
 
 def _shape(spec) -> str:

@@ -15,7 +15,7 @@ __all__ = ["export", "compare", "ExportReport", "MethodReport"]
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
-           optimize=True) -> ExportReport:
+           optimize=True, quantize=None) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
     model:          a torch.nn.Module (put in eval mode for the export; its
@@ -34,6 +34,13 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
                     (kiln::fused_linear, kiln::fused_conv2d). False keeps the
                     model's operators as they are, for debugging. The report
                     says what was fused.
+    quantize:       None (the default), or quantize the linear and embedding
+                    weights of a copy of the model before exporting: a scheme
+                    name ("int8", "int4", "int4_sym", "q8_0", "q4_0", "q4_1") or
+                    a dict of kiln.export.quantize.quantize() options, e.g.
+                    {"scheme": "int4", "group_size": 64}. Norms and everything
+                    else stay float32; the report says what was quantized and
+                    the bytes saved. See docs/quantization.md.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
     operator kiln cannot run). Nothing is written unless the export succeeds.
@@ -41,7 +48,7 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
     from .exporter import export_program
 
     return export_program(model, example_inputs, path, methods=methods,
-                          dynamic_shapes=dynamic_shapes, optimize=optimize)
+                          dynamic_shapes=dynamic_shapes, optimize=optimize, quantize=quantize)
 
 
 def compare(model, example_inputs, *, method="forward", dynamic_shapes=None, optimize=True, kernels="", isa="",

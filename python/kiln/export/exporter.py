@@ -26,6 +26,7 @@ from .ir import ProgramIR
 from .lowering import find_unsupported, format_unsupported, lower_method
 from .passes import default_passes
 from .passes.manager import PassContext, PassManager
+from .quantized_summary import summarize_method
 from .report import ExportReport, MethodReport
 from .serialize import write_program
 
@@ -186,7 +187,9 @@ def _as_float32(model, plan):
     """(model, plan, note): a float32 copy of a model with float16/bfloat16
     parameters or buffers, and float32 example inputs, since kiln computes in
     float32 (docs/format.md). The caller's model is left untouched."""
-    tensors = list(model.parameters()) + list(model.buffers())
+    # Quantized layers (kiln.export.quantize) keep their float16 scales.
+    tensors = [t for m in model.modules() if not getattr(m, "kiln_keeps_dtype", False)
+               for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False))]
     inputs_half = any(a.dtype in _HALF for _, args in plan for a in args)
     if not inputs_half and not any(t.dtype in _HALF for t in tensors):
         return model, plan, None
@@ -205,8 +208,27 @@ def _as_float32(model, plan):
                          "(kiln computes in float32; the program's inputs are float32)")
 
 
+def _quantized(model, quantize):
+    """(model, note): `model` with its linear and embedding weights quantized
+    (kiln.export.quantize.quantize on a copy), for export(..., quantize=...)."""
+    from .quantize import quantize as quantize_model
+
+    if isinstance(quantize, str):
+        options = {"scheme": quantize}
+    elif isinstance(quantize, dict):
+        options = dict(quantize)
+    else:
+        raise ExportError(f"quantize must be a scheme name or a dict of kiln.export.quantize.quantize "
+                          f"options, got {type(quantize).__name__}")
+    try:
+        model = quantize_model(model, **options)
+    except (TypeError, ValueError) as e:
+        raise ExportError(f"quantize={quantize!r}: {e}") from e
+    return model, str(model.kiln_quantization)
+
+
 def export_program(model, example_inputs, path, *, methods=None,
-                   dynamic_shapes=None, optimize=True) -> ExportReport:
+                   dynamic_shapes=None, optimize=True, quantize=None) -> ExportReport:
     start = time.perf_counter()
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"kiln.export.export expects a torch.nn.Module, got {type(model).__name__}")
@@ -214,7 +236,13 @@ def export_program(model, example_inputs, path, *, methods=None,
         raise ExportError("an output path is required")
     plan = _method_plan(model, example_inputs, methods)
     names = [n for n, _ in plan]
+    notes = []
+    if quantize is not None:
+        model, note = _quantized(model, quantize)
+        notes.append(note)
     model, plan, note = _as_float32(model, plan)
+    if note:
+        notes.append(note)
 
     training = {m: m.training for m in model.modules()}
     contexts: List[PassContext] = []
@@ -243,15 +271,14 @@ def export_program(model, example_inputs, path, *, methods=None,
 
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
                           num_segments=len(pool), constant_bytes=pool.total_bytes(),
-                          producer=program.producer, notes=[note] if note else [],
-                          optimize=optimize)
+                          producer=program.producer, notes=notes, optimize=optimize)
     for m, ctx in zip(method_irs, contexts):
         report.methods[m.name] = MethodReport(
             name=m.name, num_instructions=len(m.instructions), operators=m.operator_keys(),
             arena_bytes=sum(m.arena_sizes), naive_bytes=m.naive_bytes,
             constant_bytes=sum(pool[s].nbytes for s in m.constant_segments()),
             num_inputs=len(m.inputs), num_outputs=len(m.outputs), num_state=len(m.state),
-            fused=dict(ctx.fused))
+            fused=dict(ctx.fused), quantized=summarize_method(m))
     _load_here(report)
     report.export_seconds = time.perf_counter() - start
     return report

@@ -277,12 +277,13 @@ class _MethodLowering:
             index = self.scalar_cache[key] = self._add(ir.ScalarValue(kind, stored))
         return index
 
-    def constant(self, tensor: torch.Tensor, name: str = "") -> int:
+    def constant(self, tensor: torch.Tensor, name: str = "", keep_half: bool = False) -> int:
         tensor = tensor.detach()
         if tensor.layout != torch.strided or tensor.is_quantized:
             raise ExportError(f"constant '{name}' has layout {tensor.layout}; kiln stores dense "
                               "tensors only")
-        tensor = tensor.to(_WIDENED_CONSTANTS.get(tensor.dtype, tensor.dtype))
+        if not (keep_half and tensor.dtype == torch.float16):
+            tensor = tensor.to(_WIDENED_CONSTANTS.get(tensor.dtype, tensor.dtype))
         dtype = kiln_dtype(tensor.dtype, f"constant '{name}'")
         data = _bytes_of(tensor)
         segment = self.pool.add(data)
@@ -401,6 +402,9 @@ class _MethodLowering:
         if isinstance(value, (torch.layout, torch.device, torch.memory_format)):
             return self.scalar("None")
         if kind == "tensor":
+            if isinstance(value, fx.Node) and arg.name in spec.half_args and self.ctx.is_constant(value):
+                # Quantization scales: float16 in the file (OpSpec.half_args).
+                return self.constant(self.ctx.constants[value], value.name, keep_half=True)
             if isinstance(value, fx.Node):
                 if (self.ctx.is_constant(value) and out_dtype in _WIDENED_CONSTANTS
                         and self.ctx.constants[value].dtype in _WIDENED_CONSTANTS):

@@ -152,6 +152,9 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     "kiln::fused_linear.default",
     "kiln::fused_conv2d.default",
+    # weight-only quantized (libkiln_quantized.so.0; schemas in quantized_ops.py, docs/quantization.md)
+    "kiln_quantized::linear.default",
+    "kiln_quantized::embedding.default",
 )
 
 # Operators that the decomposition table must leave alone (they are kernels).
@@ -192,6 +195,9 @@ class OpSpec:
     bool_args: Tuple[str, ...] = ()
     # Extra argument normalization: f(args, in_shape, out_shape) -> None (in place).
     normalize: Optional[Callable[[Dict[str, object], Sequence[int], Sequence[int]], None]] = None
+    # Tensor arguments whose float16 constants stay float16 in the file (quantization scales);
+    # other float16 constants are stored as float32.
+    half_args: Tuple[str, ...] = ()
 
 
 def _pool_stride(args, in_shape, out_shape):
@@ -301,6 +307,8 @@ OP_SPECS.update({
         OpSpec("aten::remainder.Tensor", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Scalar", cast_args=("self",)),
         OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa),
+        OpSpec("kiln_quantized::linear.default", half_args=("scales", "mins")),
+        OpSpec("kiln_quantized::embedding.default", half_args=("scales", "mins")),
     )
 })
 assert set(OP_SPECS) == set(SUPPORTED_OPERATORS)
@@ -326,7 +334,7 @@ def is_supported(key: str) -> bool:
 #: Namespaces owned by PyTorch, and kiln's own. Their operators run only if
 #: listed in SUPPORTED_OPERATORS; an operator of any other namespace is a
 #: custom operator.
-BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim", "kiln"})
+BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim", "kiln", "kiln_quantized"})
 
 
 def namespace_of(key: str) -> str:

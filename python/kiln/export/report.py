@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from .quantized_summary import QuantizedSummary
 
 # How the report names what the fusion passes fused (activations by their own name).
 _FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds"),
@@ -40,6 +42,8 @@ class MethodReport:
     kernel_tiers: Dict[str, int] = field(default_factory=dict)
     portable_operators: List[str] = field(default_factory=list)
     load_error: str = ""        # why the method could not be loaded here, if it could not
+    # kiln_quantized instructions by scheme, and the bytes of their weights (quantized_summary.py)
+    quantized: Optional[QuantizedSummary] = None
 
     def kernels_summary(self) -> str:
         """"118 optimized, 38 portable (aten::slice.Tensor, ...)"."""
@@ -94,6 +98,9 @@ class ExportReport:
             lines.append(f"    fused: {m.fused_summary()}" if self.optimize else
                          "    fused: nothing (optimize=False)")
             lines.append(f"    kernels here ({self.isa}): {m.kernels_summary()}")
+            if m.quantized:
+                lines.append(f"    quantized: {m.quantized.saved()}")
+                lines.extend(f"      {line}" for line in m.quantized.lines())
         lines.append(f"  packed weights when loaded here: {self.packed_bytes} bytes ({_bytes(self.packed_bytes)})")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

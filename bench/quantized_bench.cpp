@@ -1,0 +1,246 @@
+// kiln_quantized::linear micro-benchmark: decode steps (1 row) in GB/s of quantized weights read, and
+// prefill chunks (64 rows) in GFLOP/s, beside the f32 linear on the same shapes, at 1 and 2 threads.
+//
+//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa avx2|avx512|baseline] [filter]
+//
+// Built with KILN_BUILD_TESTS (target quantized_bench). Kernels are called through the registry the
+// way a loaded method calls them (prepare: weights repacked once; then timed runs). Figures are
+// medians of timed batches in CPU seconds per thread, since the machine is shared; decode steps cycle
+// through copies of the weight totalling at least 256 MB so that the weights come from memory.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/packed_constants.h"
+#include "kiln/cpu.h"
+#include "kiln/kernel.h"
+#include "registry/registry_internal.h"
+
+namespace {
+
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+template <typename F>
+double time_per_call(F&& fn, int threads) {
+  fn();
+  std::vector<double> per_call;
+  for (int b = 0; b < 5; ++b) {
+    int64_t calls = 0;
+    const double c0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    do {
+      fn();
+      ++calls;
+    } while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.3);
+    per_call.push_back((cpu_seconds() - c0) / threads / static_cast<double>(calls));
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[2];
+}
+
+struct Buffer {
+  std::shared_ptr<uint8_t> bytes;
+  Tensor t;
+  Buffer(std::vector<int64_t> sizes, ScalarType dtype, bool constant) {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    const size_t size = (static_cast<size_t>(std::max<int64_t>(n, 1)) * element_size(dtype) + 63) / 64 * 64;
+    bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, size)), [](uint8_t* p) { std::free(p); });
+    for (size_t i = 0; i < size; ++i) bytes.get()[i] = static_cast<uint8_t>(i * 7919 % 251);
+    if (dtype == ScalarType::Float32) {
+      auto* f = reinterpret_cast<float*>(bytes.get());
+      for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+    } else if (dtype == ScalarType::Float16) {
+      auto* h = reinterpret_cast<uint16_t*>(bytes.get());
+      for (int64_t i = 0; i < n; ++i) h[i] = static_cast<uint16_t>(0x2000 + i % 512);  // small normal values
+    }
+    t.reset(bytes.get(), Span<const int64_t>(sizes.data(), sizes.size()), dtype, size);
+    t.set_constant(constant);
+  }
+};
+
+Value tensor(Buffer& b) {
+  Value v;
+  v.kind = ValueKind::Tensor;
+  v.tensor = &b.t;
+  return v;
+}
+Value none() { return Value(); }
+Value integer(int64_t i) {
+  Value v;
+  v.kind = ValueKind::Int;
+  v.i = i;
+  return v;
+}
+Value string(const char* s) {
+  Value v;
+  v.kind = ValueKind::String;
+  v.str = {s, std::strlen(s)};
+  return v;
+}
+
+// A kernel prepared once at one tier and level, run many times.
+class Prepared {
+ public:
+  Prepared(const char* op, std::vector<Value> args, Tensor* out, int32_t tier, Isa isa) : args_(std::move(args)) {
+    std::vector<ScalarType> dtypes;
+    for (const Value& v : args_) {
+      ptrs_.push_back(&v);
+      if (v.is_tensor()) dtypes.push_back(v.tensor->dtype());
+    }
+    outs_.push_back(out);
+    for (const internal::KernelEntry* k : internal::find_kernels(op, dtypes))
+      if (k->tier == tier && kernel_ == nullptr) kernel_ = k;
+    if (kernel_ == nullptr) return;
+    services_.cache = &cache_;
+    services_.memory_limit = uint64_t{1} << 40;
+    ctx_.op_name = op;
+    ctx_.isa = isa;
+    ctx_.services = &services_;
+    if (kernel_->prepare != nullptr) {
+      Status st = kernel_->prepare(ctx_, {ptrs_.data(), ptrs_.size()}, {outs_.data(), outs_.size()}, &state_);
+      if (!st.is_ok()) {
+        std::fprintf(stderr, "%s: prepare: %s\n", op, st.to_string().c_str());
+        kernel_ = nullptr;
+        return;
+      }
+    }
+    ctx_.services = nullptr;
+    ctx_.state = state_;
+    const size_t call = (ctx_.scratch_bytes + 63) / 64 * 64, worker = (ctx_.worker_scratch_bytes + 63) / 64 * 64;
+    scratch_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, call + worker * 8 + 64)), [](uint8_t* p) { std::free(p); });
+    ctx_.scratch = scratch_.get();
+    ctx_.worker_scratch_base = scratch_.get() + call;
+    ctx_.worker_scratch_stride = worker;
+  }
+  ~Prepared() {
+    if (kernel_ != nullptr && kernel_->release != nullptr && state_ != nullptr) kernel_->release(state_);
+  }
+  bool ok() const { return kernel_ != nullptr; }
+  void run() {
+    Status st = kernel_->run(ctx_, {ptrs_.data(), ptrs_.size()}, {outs_.data(), outs_.size()});
+    if (!st.is_ok()) {
+      std::fprintf(stderr, "run: %s\n", st.to_string().c_str());
+      std::exit(1);
+    }
+  }
+
+ private:
+  std::vector<Value> args_;
+  std::vector<const Value*> ptrs_;
+  std::vector<Tensor*> outs_;
+  const internal::KernelEntry* kernel_ = nullptr;
+  internal::PackedConstantCache cache_;
+  internal::KernelServices services_;
+  KernelContext ctx_;
+  void* state_ = nullptr;
+  std::shared_ptr<uint8_t> scratch_;
+};
+
+struct Weight {
+  std::unique_ptr<Buffer> q, scales, mins;
+  size_t bytes = 0;
+};
+
+// A quantized (or, for "f32", a float) weight [n, k] and the kernel of y = x @ W^T on it.
+std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t n, int64_t k, Buffer& x, Buffer& y,
+                               Weight& w, int32_t tier, Isa isa) {
+  if (scheme == "f32") {
+    w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, k}, ScalarType::Float32, true);
+    w.bytes = static_cast<size_t>(n * k * 4);
+    return std::make_unique<Prepared>("aten::linear.default", std::vector<Value>{tensor(x), tensor(*w.q), none()},
+                                      &y.t, tier, isa);
+  }
+  const bool four = scheme != "q8_0";
+  w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, four ? k / 2 : k}, four ? ScalarType::UInt8 : ScalarType::Int8,
+                                 true);
+  w.scales = std::make_unique<Buffer>(std::vector<int64_t>{n, k / group}, ScalarType::Float16, true);
+  w.bytes = static_cast<size_t>(n * (four ? k / 2 : k) + n * (k / group) * 2);
+  Value mins = none();
+  if (scheme == "q4_1") {
+    w.mins = std::make_unique<Buffer>(std::vector<int64_t>{n, k / group}, ScalarType::Float16, true);
+    w.bytes += static_cast<size_t>(n * (k / group) * 2);
+    mins = tensor(*w.mins);
+  }
+  return std::make_unique<Prepared>(
+      "kiln_quantized::linear.default",
+      std::vector<Value>{tensor(x), tensor(*w.q), tensor(*w.scales), mins, none(), string(scheme.c_str()),
+                         integer(group), string("float32")},
+      &y.t, tier, isa);
+}
+
+// (seconds per call, weight bytes) of m rows against an [n, k] weight.
+std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, int64_t m, int64_t n, int64_t k,
+                                      int32_t tier, Isa isa, int threads) {
+  Buffer x({m, k}, ScalarType::Float32, false), y({m, n}, ScalarType::Float32, false);
+  Weight probe;
+  std::vector<std::unique_ptr<Weight>> weights;
+  std::vector<std::unique_ptr<Prepared>> kernels;
+  size_t bytes = 0;
+  do {  // decode steps: copies totalling >= 256 MB, so that the weights come from memory
+    weights.push_back(std::make_unique<Weight>());
+    kernels.push_back(make(scheme, group, n, k, x, y, *weights.back(), tier, isa));
+    if (!kernels.back()->ok()) return {0, 0};
+    bytes += weights.back()->bytes;
+  } while (m == 1 && bytes < (size_t{256} << 20));
+  size_t next = 0;
+  return {time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads), weights[0]->bytes};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  Isa isa = detected_isa();
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (a == "--isa" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      isa = name == "avx512" ? Isa::Avx512 : name == "avx2" ? Isa::Avx2 : name == "neon" ? Isa::Neon : Isa::Baseline;
+    } else {
+      filter = a;
+    }
+  }
+  set_num_threads(threads);
+  std::printf("kiln_quantized::linear, isa %s, %d thread(s); CPU time per thread, median of 5 batches\n",
+              isa_name(isa), threads);
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  // SmolLM2-135M's linear layers and its tied output projection.
+  const Shape shapes[] = {{"q/o 576x576", 576, 576},      {"k/v 192x576", 192, 576}, {"gate/up 1536x576", 1536, 576},
+                          {"down 576x1536", 576, 1536},   {"lm head 49152x576", 49152, 576}};
+  const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"}, {"q8_0", "32"}, {"q4_1", "128"}, {"f32", "0"}};
+  std::printf("%-20s %-8s %12s %10s %14s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us", "GFLOP/s");
+  for (const Shape& s : shapes) {
+    for (auto& sc : schemes) {
+      const std::string label = std::string(s.name) + " " + sc[0] + "/" + sc[1];
+      if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      const int64_t group = std::atoi(sc[1]);
+      const auto [decode, bytes] = time_linear(sc[0], group, 1, s.n, s.k, kTierOptimized, isa, threads);
+      const auto [prefill, unused] = time_linear(sc[0], group, 64, s.n, s.k, kTierOptimized, isa, threads);
+      (void)unused;
+      std::printf("%-20s %-8s %12.1f %10.1f %14.1f %14.1f\n", s.name, (std::string(sc[0]) + "/" + sc[1]).c_str(),
+                  decode * 1e6, static_cast<double>(bytes) / decode * 1e-9, prefill * 1e6,
+                  2.0 * 64 * static_cast<double>(s.n * s.k) / prefill * 1e-9);
+    }
+  }
+  return 0;
+}

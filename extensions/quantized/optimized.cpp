@@ -1,0 +1,235 @@
+// The fast kernels of kiln_quantized::linear and ::embedding (the optimized tier).
+//
+// linear: a constant quantized weight is repacked once per program into the level's panels
+// (q_kernels.h). Up to QKernels::max_rows rows of x (decode steps) go through gemv, which reads
+// the 4- or 8-bit panels once and keeps the sums in registers; more rows (prefill) go through the
+// f32 GEMM (optimized/gemm_driver.h) with a packing hook that decodes each B block from the panels
+// into worker scratch, so every weight is decoded once per call and multiplied as float32.
+// compute="int8" is served by the reference kernel.
+//
+// embedding: rows decoded straight from the file layout.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/kernel_args.h"
+#include "optimized/gemm_driver.h"
+#include "q_kernels.h"
+#include "quant.h"
+
+namespace kiln {
+namespace quantized {
+namespace {
+
+using namespace kernels;
+using optimized::F32GemmKernels;
+using optimized::QKernels;
+using optimized::QPanels;
+using optimized::QScheme;
+
+QScheme q_scheme(Scheme s) {
+  return s == Scheme::Q8_0 ? QScheme::Q8_0 : s == Scheme::Q4_0 ? QScheme::Q4_0 : QScheme::Q4_1;
+}
+const char* scheme_name(Scheme s) { return s == Scheme::Q8_0 ? "q8_0" : s == Scheme::Q4_0 ? "q4_0" : "q4_1"; }
+
+// Below this many weights a decode step stays on the calling thread (waking a worker costs more).
+constexpr int64_t kMinParallelWeights = int64_t{1} << 17;
+
+struct PackArg {
+  QuantMatrix w;
+  QPanels layout;
+};
+
+// File layout -> panels (q_kernels.h), on the pool: a model's weights are packed at load.
+void pack_panels(const void* arg, void* dst) {
+  const PackArg& a = *static_cast<const PackArg*>(arg);
+  const QuantMatrix& w = a.w;
+  const QPanels& l = a.layout;
+  const int64_t nr = l.nr, half = nr / 2;
+  parallel_for(l.panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      uint8_t* panel = static_cast<uint8_t*>(dst) + p * l.panel_bytes;
+      std::fill(panel, panel + l.panel_bytes, uint8_t{0});  // rows past N: zero scales and values
+      for (int64_t j = 0; j < nr && p * nr + j < w.n; ++j) {
+        const int64_t row = p * nr + j;
+        const uint8_t* src = w.q + row * w.row_bytes();
+        // Column j's byte in a panel row and, for 4 bits, its nibble.
+        const int64_t at = w.four_bit() && j >= half ? j - half : j;
+        const int shift = w.four_bit() && j >= half ? 4 : 0;
+        for (int64_t g = 0; g < l.groups; ++g) {
+          uint8_t* block = panel + g * l.group_bytes;
+          std::memcpy(block + j * 2, &w.scales[row * l.groups + g], 2);
+          if (w.mins != nullptr) std::memcpy(block + nr * 2 + j * 2, &w.mins[row * l.groups + g], 2);
+          uint8_t* dst_rows = block + l.scale_bytes + at;
+          if (!w.four_bit()) {
+            for (int64_t i = 0; i < l.group; ++i) dst_rows[i * l.row_bytes] = src[g * l.group + i];
+            continue;
+          }
+          for (int64_t i0 = 0; i0 < l.group; i0 += 32) {  // one GGUF run of 32: 16 bytes
+            const uint8_t* run = src + (g * l.group + i0) / 2;
+            uint8_t* out = dst_rows + i0 * l.row_bytes;
+            for (int64_t i = 0; i < 16; ++i) {
+              out[i * l.row_bytes] = static_cast<uint8_t>(out[i * l.row_bytes] | ((run[i] & 15) << shift));
+              out[(i + 16) * l.row_bytes] = static_cast<uint8_t>(out[(i + 16) * l.row_bytes] | ((run[i] >> 4) << shift));
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// FNV-1a over the scales and mins: with the layout name it keys the packed copy, so that two
+// weights with equal values but other scales never share one.
+uint64_t hash_scales(const QuantMatrix& w) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const uint16_t* p) {
+    if (p == nullptr) return;
+    const auto* b = reinterpret_cast<const uint8_t*>(p);
+    for (int64_t i = 0; i < w.n * w.groups() * 2; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  mix(w.scales);
+  mix(w.mins);
+  return h;
+}
+
+struct LinearState {
+  const QKernels* q = nullptr;
+  const F32GemmKernels* gemm = nullptr;
+  QPanels panels;
+  size_t gemm_scratch = 0;  // per worker
+};
+
+Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  LinearArgs a;
+  Status st = linear_args(true, in, out, &a);
+  // Malformed arguments: the reference kernel serves, and reports them.
+  if (!st.is_ok()) return Status(Error::NotSupported, st.message());
+  KILN_CHECK_OR_RETURN(a.compute == Compute::Float32, NotSupported, "%s: compute=int8 runs on the reference kernel",
+                       kLinearOp);
+  const Tensor* q = &in[1]->as_tensor();
+  KILN_CHECK_OR_RETURN(q->is_constant() && in[2]->as_tensor().is_constant() &&
+                           (in[3]->is_none() || in[3]->as_tensor().is_constant()),
+                       NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
+  const QKernels& qk = optimized::q_kernels_for(ctx.isa);
+  const F32GemmKernels& gk = optimized::f32_gemm_for(ctx.isa);
+  KILN_CHECK_OR_RETURN(qk.nr == gk.nr, Internal, "%s: panel widths differ (%d, %d)", kLinearOp, qk.nr, gk.nr);
+
+  auto s = std::make_unique<LinearState>();
+  s->q = &qk;
+  s->gemm = &gk;
+  PackArg arg{a.w, optimized::q_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group, qk.nr)};
+  const std::string layout =
+      format("kiln-quantized-panels-%s-g%lld-nr%d-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
+             static_cast<long long>(a.w.group), qk.nr, static_cast<long long>(a.w.n), static_cast<long long>(a.w.k),
+             static_cast<unsigned long long>(hash_scales(a.w)));
+  const size_t bytes = static_cast<size_t>(arg.layout.panels) * static_cast<size_t>(arg.layout.panel_bytes);
+  Result<const void*> packed = packed_constant(ctx, *q, layout.c_str(), bytes, pack_panels, &arg);
+  if (!packed.ok()) return packed.status();
+  s->panels = arg.layout;
+  s->panels.data = static_cast<const uint8_t*>(packed.value());
+  // Decode steps: q4_1 needs the sums of x per group; prefill: the GEMM's blocks.
+  if (a.w.scheme == Scheme::Q4_1) {
+    ctx.scratch_bytes = static_cast<size_t>(std::min<int64_t>(a.m, qk.max_rows) * a.w.groups()) * sizeof(float);
+  }
+  if (a.m > qk.max_rows) {
+    s->gemm_scratch = optimized::gemm_worker_scratch_bytes(gk, a.w.n, /*b_prepacked=*/false);
+    ctx.worker_scratch_bytes = s->gemm_scratch;
+  }
+  *state = s.release();
+  return Status::ok();
+}
+
+void linear_release(void* state) { delete static_cast<LinearState*>(state); }
+
+struct UnpackCtx {
+  const LinearState* s;
+};
+
+// The GEMM's B block [k0, k0 + kc) x [n0, n0 + nc): n0 is a multiple of nr (blocks start at panels).
+void unpack_block(const void* ctx, int64_t, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
+  const LinearState& s = *static_cast<const UnpackCtx*>(ctx)->s;
+  for (int64_t j = 0; j < nc; j += nr, dst += kc * nr) s.q->unpack(s.panels, (n0 + j) / nr, k0, kc, dst);
+}
+
+Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
+  LinearArgs a;
+  KILN_RETURN_IF_ERROR(linear_args(false, in, out, &a));
+  const LinearState& s = *static_cast<const LinearState*>(ctx.state);
+  const QPanels& w = s.panels;
+  const float* x = a.x->data_as<const float>();
+  const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
+  float* y = out[0]->data_as<float>();
+  if (a.m == 0) return Status::ok();
+
+  if (a.m <= s.q->max_rows) {
+    const int rows = static_cast<int>(a.m);
+    float* xsum = nullptr;
+    if (w.scheme == QScheme::Q4_1) {
+      xsum = static_cast<float*>(ctx.scratch);
+      for (int r = 0; r < rows; ++r) {
+        for (int64_t g = 0; g < w.groups; ++g) {
+          float sum = 0.0f;
+          for (int64_t i = 0; i < w.group; ++i) sum += x[r * w.k + g * w.group + i];
+          xsum[r * w.groups + g] = sum;
+        }
+      }
+    }
+    const bool threads = w.n * w.k * rows >= kMinParallelWeights && num_threads() > 1;
+    const int64_t grain = threads ? (w.panels + num_threads() - 1) / num_threads() : w.panels;
+    parallel_for(w.panels, std::max<int64_t>(grain, 1), [&](int64_t p0, int64_t p1) {
+      s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
+    });
+    return Status::ok();
+  }
+
+  UnpackCtx uctx{&s};
+  optimized::GemmProblem p;
+  p.m = a.m, p.n = w.n, p.k = w.k;
+  p.a = x, p.lda = w.k;
+  p.c = y, p.ldc = w.n;
+  p.pack_b = unpack_block;
+  p.pack_b_ctx = &uctx;
+  p.bias = bias;
+  return optimized::gemm(*s.gemm, p, ctx, s.gemm_scratch);
+}
+
+// The level's row decoder, chosen at load.
+using DecodeRowFn = void (*)(const optimized::QRows&, int64_t, float*);
+
+Status embedding_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  EmbeddingArgs a;
+  Status st = embedding_args(true, in, out, &a);
+  if (!st.is_ok()) return Status(Error::NotSupported, st.message());
+  *state = reinterpret_cast<void*>(optimized::q_kernels_for(ctx.isa).decode_row);
+  return Status::ok();
+}
+
+Status embedding_run(KernelContext& ctx, Inputs in, Outputs out) {
+  EmbeddingArgs a;
+  KILN_RETURN_IF_ERROR(embedding_args(false, in, out, &a));
+  const QuantMatrix& w = a.w;
+  const Tensor& idx = *a.indices;
+  optimized::QRows rows{w.q, w.scales, w.mins, q_scheme(w.scheme), w.k, w.group};
+  const DecodeRowFn decode_row = reinterpret_cast<DecodeRowFn>(ctx.state);
+  float* y = out[0]->data_as<float>();
+  for (int64_t t = 0; t < idx.numel(); ++t) {
+    const int64_t row = idx.dtype() == ScalarType::Int64 ? idx.data_as<const int64_t>()[t]
+                                                         : idx.data_as<const int32_t>()[t];
+    KILN_CHECK_OR_RETURN(row >= 0 && row < w.n, KernelFailure, "%s: index %lld is out of range for %lld rows",
+                         kEmbeddingOp, static_cast<long long>(row), static_cast<long long>(w.n));
+    decode_row(rows, row, y + t * w.k);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+}  // namespace quantized
+}  // namespace kiln
+
+KILN_REGISTER_TIERED_KERNEL(kiln::kTierOptimized, kiln::quantized::kLinearOp, KILN_QUANTIZED_LINEAR_DTYPES,
+                            kiln::quantized::linear_run, kiln::quantized::linear_prepare,
+                            kiln::quantized::linear_release);
+KILN_REGISTER_TIERED_KERNEL(kiln::kTierOptimized, kiln::quantized::kEmbeddingOp, KILN_QUANTIZED_EMBEDDING_DTYPES,
+                            kiln::quantized::embedding_run, kiln::quantized::embedding_prepare);

@@ -1,0 +1,71 @@
+// The fast kernels of kiln_quantized::linear and ::embedding for one instruction-set level
+// (microkernels/q_panels.inc, compiled once per level by kiln_add_isa_microkernels).
+//
+// A constant quantized weight is repacked once per program (packed_constant) into panels of nr
+// columns of W^T, nr being the level's f32 GEMM panel width (2 vectors: 32 on AVX-512, 16 on AVX2,
+// 8 on NEON and the baseline). Panel p holds rows [p * nr, p * nr + nr) of W (rows past N are
+// zeros) as `groups` group blocks, one after the other, each
+//   d[nr] float16, then m[nr] float16 (q4_1 only), then `group` k-rows of nr values:
+//   4-bit: nr / 2 bytes, byte j = column j (low nibble) | column j + nr / 2 (high nibble);
+//   8-bit: nr int8.
+// so that one k-row of a panel decodes into whole vectors without a transpose: a decode step
+// (gemv) multiplies it with one broadcast input element per row of x, and the GEMM's packing
+// hook (unpack) writes it as a row of the GEMM's B panel.
+#pragma once
+
+#include <cstdint>
+
+#include "optimized/isa_dispatch.h"
+
+namespace kiln::kernels::optimized {
+
+enum class QScheme : int { Q8_0, Q4_0, Q4_1 };
+
+struct QPanels {
+  const uint8_t* data = nullptr;
+  QScheme scheme = QScheme::Q8_0;
+  int64_t n = 0, k = 0, group = 0, groups = 0;
+  int64_t nr = 0, panels = 0;
+  int64_t row_bytes = 0;    // one k-row of a panel
+  int64_t scale_bytes = 0;  // d (and m) of a group
+  int64_t group_bytes = 0;  // scale_bytes + group * row_bytes
+  int64_t panel_bytes = 0;  // groups * group_bytes
+};
+
+inline QPanels q_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t group, int64_t nr) {
+  QPanels p;
+  p.scheme = scheme, p.n = n, p.k = k, p.group = group, p.groups = k / group, p.nr = nr;
+  p.panels = (n + nr - 1) / nr;
+  p.row_bytes = scheme == QScheme::Q8_0 ? nr : nr / 2;
+  p.scale_bytes = nr * 2 * (scheme == QScheme::Q4_1 ? 2 : 1);
+  p.group_bytes = p.scale_bytes + group * p.row_bytes;
+  p.panel_bytes = p.groups * p.group_bytes;
+  return p;
+}
+
+// A quantized matrix in its file layout (quant.h), for decoding rows of an embedding.
+struct QRows {
+  const uint8_t* q = nullptr;
+  const uint16_t* scales = nullptr;
+  const uint16_t* mins = nullptr;
+  QScheme scheme = QScheme::Q8_0;
+  int64_t k = 0, group = 0;
+};
+
+struct QKernels {
+  int nr = 0;        // panel width: the level's F32GemmKernels::nr
+  int max_rows = 0;  // rows of x one gemv call takes
+  // y[r * ldy + j] = sum_i x[r * ldx + i] * w[j][i] (+ bias[j]) for rows r < rows (1..max_rows)
+  // and the columns j of panels [p0, p1). q4_1 reads xsum[r * groups + g], the sum of row r of x
+  // over group g.
+  void (*gemv)(const QPanels& w, int64_t p0, int64_t p1, const float* x, int64_t ldx, int rows, const float* xsum,
+               const float* bias, float* y, int64_t ldy) = nullptr;
+  // Rows [k0, k0 + kc) of panel p decoded into dst[kc][nr]: the f32 GEMM's B panel, bit-exact
+  // weights (quant.h).
+  void (*unpack)(const QPanels& w, int64_t p, int64_t k0, int64_t kc, float* dst) = nullptr;
+  // Row `row` of a file-layout matrix decoded into dst[k], bit-exact.
+  void (*decode_row)(const QRows& w, int64_t row, float* dst) = nullptr;
+};
+KILN_ISA_TABLE(QKernels, q_kernels)
+
+}  // namespace kiln::kernels::optimized

@@ -1,0 +1,420 @@
+"""Weight-only quantization: linear and embedding weights in 8 or 4 bits, float32 activations.
+
+The operators (libkiln_quantized.so.0; docs/quantization.md)
+-------------------------------------------------------------
+
+    kiln_quantized::linear(Tensor input, Tensor qweight, Tensor scales, Tensor? mins, Tensor? bias,
+                           str scheme, int group_size, str compute="float32") -> Tensor
+        = input @ W^T + bias, with W [N, K] decoded from (qweight, scales, mins)
+    kiln_quantized::embedding(Tensor qweight, Tensor scales, Tensor? mins, Tensor indices,
+                              str scheme, int group_size) -> Tensor
+        = W[indices]  ([*indices.shape, K])
+
+Each row of W (one output feature of a linear, one token of an embedding) is cut
+into groups of `group_size` consecutive elements; a group shares a float16
+scale d (and, for q4_1, a float16 min m):
+
+    scheme  qweight              element w = ...      scales, mins
+    q8_0    int8  [N, K]         d * q                 float16 [N, K / group_size], mins None
+    q4_0    uint8 [N, K / 2]     d * (q - 8)           float16 [N, K / group_size], mins None
+    q4_1    uint8 [N, K / 2]     d * q + m             float16 [N, K / group_size] each
+
+4-bit values are packed as in GGUF: in every run of 32 elements of a row, byte j
+holds element j in its low nibble and element j + 16 in its high nibble. With
+group_size 32 the three schemes are GGUF's Q8_0, Q4_0 and Q4_1 bit for bit (a
+GGUF file's blocks go in without re-quantization, and decode to exactly what
+gguf.quants.dequantize gives). Group sizes: 32, 64, 128 (any multiple of 32 that
+divides K); q8_0 also takes group_size == K (one scale per output channel, any K).
+
+`compute` is "float32" (the weights are decoded to float32 and multiplied with
+the float32 input) or "int8" (each row of the input is quantized to int8 per
+block of 32 at run time and multiplied in integers: faster, less exact; see
+docs/quantization.md for its measured error).
+
+The Python API
+--------------
+
+    quantize(model, scheme="int4", *, group_size=32, embeddings="int8", compute="float32",
+             include=None, exclude=None, inplace=False) -> torch.nn.Module
+        Replaces every nn.Linear by QuantizedLinear and every nn.Embedding by
+        QuantizedEmbedding (norms, biases and everything else stay float32) in a
+        copy of `model` (or in `model` with inplace=True) and returns it; the
+        result runs in eager PyTorch (reference kernels) and exports to the
+        kiln_quantized operators. scheme: "int8" (q8_0, one scale per output
+        channel unless group_size is given), "int4" (q4_1, asymmetric),
+        "int4_sym" (q4_0), or a scheme name above. embeddings: the scheme of
+        embeddings ("int8": q8_0 per row; "int4"...; None keeps them float32).
+        A Linear whose weight is an Embedding's weight (a tied output projection)
+        shares the embedding's quantized tensors. include/exclude: predicates on
+        the module's qualified name. The returned module's `kiln_quantization`
+        attribute lists what was done (QuantizationSummary).
+
+    export(model, inputs, path, quantize="int4")  (kiln.export.export)
+        The same, on a copy of the model, as part of the export; the report
+        says how many bytes of weights were saved.
+
+    QuantizedWeight(qweight, scales, mins, scheme, group_size)
+        The tensors of one quantized matrix [N, K]: .shape, .nbytes,
+        .dequantize() (float32, bit-exact to the formulas above),
+        .permute_rows(index) (e.g. undoing GGUF's rotary row permutation of
+        attn_q/attn_k: rows are whole output features, so this is exact).
+    quantize_weight(w, scheme, group_size) -> QuantizedWeight
+        Round-to-nearest quantization of a float [N, K] weight (with group_size
+        32, byte-identical to gguf.quants.quantize for Q8_0, Q4_0, Q4_1).
+    from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight
+        A GGUF tensor's raw blocks (gguf.ReaderTensor: data, tensor_type, and
+        shape [out, in] in torch order, i.e. reversed(t.shape)) kept in their
+        own bits. Q4_0, Q4_1, Q8_0; anything else, or a block array whose size
+        does not match the shape, raises ValueError.
+
+    QuantizedLinear(weight: QuantizedWeight, bias=None, compute="float32")
+    QuantizedEmbedding(weight: QuantizedWeight)
+        .linear(x): the tied output projection x @ W^T with the same tensors.
+
+For `kiln llm export`: build the Llama module with QuantizedLinear /
+QuantizedEmbedding made by from_gguf_blocks for the GGUF's Q4_0/Q4_1/Q8_0
+tensors (float tensors stay nn.Linear), or build it in float32 and call
+quantize(model, "int8" | "int4") for --quantize.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import quantized_ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
+from .quantized_ops import SCHEMES, check_layout, decode
+
+__all__ = ["quantize", "quantize_weight", "from_gguf_blocks", "QuantizedWeight", "QuantizedLinear",
+           "QuantizedEmbedding", "QuantizationSummary", "SCHEMES", "GGUF_TYPES"]
+
+# ggml type id -> (GGUF name, scheme, bytes per block of 32)
+GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20), 8: ("Q8_0", "q8_0", 34)}
+
+# User-facing names -> scheme.
+_ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
+
+
+def scheme_of(name: str) -> str:
+    scheme = _ALIASES.get(name, name)
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown quantization scheme {name!r}; expected one of "
+                         f"{', '.join(list(_ALIASES) + list(SCHEMES))}")
+    return scheme
+
+
+@dataclass
+class QuantizedWeight:
+    """One quantized matrix W [N, K] (see the module docstring for the layout)."""
+
+    qweight: torch.Tensor
+    scales: torch.Tensor
+    mins: Optional[torch.Tensor]
+    scheme: str
+    group_size: int
+
+    def __post_init__(self) -> None:
+        check_layout(self.qweight, self.scales, self.mins, self.scheme, self.group_size)
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        n, cols = self.qweight.shape
+        return n, cols * 2 if self.scheme != "q8_0" else cols
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.qweight, self.scales, self.mins) if t is not None)
+
+    def dequantize(self) -> torch.Tensor:
+        return decode(self.qweight, self.scales, self.mins, self.scheme, self.group_size)
+
+    def permute_rows(self, index) -> "QuantizedWeight":
+        index = torch.as_tensor(np.asarray(index), dtype=torch.long)
+        if sorted(index.tolist()) != list(range(self.shape[0])):
+            raise ValueError(f"permute_rows needs a permutation of the {self.shape[0]} rows")
+        take = lambda t: None if t is None else t[index].contiguous()  # noqa: E731
+        return QuantizedWeight(take(self.qweight), take(self.scales), take(self.mins), self.scheme, self.group_size)
+
+
+# --------------------------------------------------------------------------- quantizing floats
+
+
+def _pack_nibbles(q: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, K] values 0..15 -> [N, K/2], GGUF order within each run of 32."""
+    n, k = q.shape
+    runs = q.reshape(n, k // 32, 2, 16)
+    return (runs[:, :, 0, :] | (runs[:, :, 1, :] << 4)).reshape(n, k // 2).contiguous()
+
+
+def quantize_weight(w: torch.Tensor, scheme: str, group_size: int) -> QuantizedWeight:
+    """Round-to-nearest quantization of w [N, K] (ggml's reference quantizers, per group)."""
+    scheme = scheme_of(scheme)
+    w = w.detach().to(torch.float32).cpu()
+    if w.dim() != 2:
+        raise ValueError(f"quantize_weight expects a 2-D weight, got shape {list(w.shape)}")
+    n, k = w.shape
+    check_group(scheme, group_size, k)
+    g = w.reshape(n, k // group_size, group_size)
+    if scheme == "q8_0":
+        d = g.abs().amax(-1, keepdim=True) / 127
+        inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+        # roundf: half away from zero, as ggml.
+        x = g * inv
+        q = (torch.sign(x) * torch.floor(x.abs() + 0.5)).clamp(-127, 127).to(torch.int8).reshape(n, k)
+        return QuantizedWeight(q, d.squeeze(-1).to(torch.float16), None, scheme, group_size)
+    if scheme == "q4_0":
+        idx = g.abs().argmax(-1, keepdim=True)
+        d = torch.gather(g, -1, idx) / -8
+        inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+        q = torch.trunc(g * inv + 8.5).clamp(0, 15).to(torch.uint8).reshape(n, k)
+        return QuantizedWeight(_pack_nibbles(q), d.squeeze(-1).to(torch.float16), None, scheme, group_size)
+    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    d = (hi - lo) / 15
+    inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+    q = torch.trunc((g - lo) * inv + 0.5).clamp(0, 15).to(torch.uint8).reshape(n, k)
+    return QuantizedWeight(_pack_nibbles(q), d.squeeze(-1).to(torch.float16), lo.squeeze(-1).to(torch.float16),
+                           scheme, group_size)
+
+
+def check_group(scheme: str, group_size: int, k: int) -> None:
+    if not isinstance(group_size, int) or group_size <= 0:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if scheme == "q8_0" and group_size == k:
+        return
+    if group_size % 32 or k % group_size:
+        raise ValueError(f"{scheme}: group_size {group_size} must be a multiple of 32 that divides the "
+                         f"row length {k}" + (" (or equal it)" if scheme == "q8_0" else ""))
+
+
+# --------------------------------------------------------------------------- GGUF blocks
+
+
+def from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight:
+    """A GGUF tensor's Q4_0 / Q4_1 / Q8_0 blocks as a QuantizedWeight, bit for bit.
+
+    data: the raw blocks (numpy array or bytes-like, e.g. gguf.ReaderTensor.data);
+    ggml_type: the ggml type id (ReaderTensor.tensor_type) or its name ("Q4_1");
+    shape: (out_features, in_features), torch order (reversed ReaderTensor.shape).
+    """
+    if isinstance(ggml_type, str):
+        by_name = {name: tid for tid, (name, _, _) in GGUF_TYPES.items()}
+        if ggml_type.upper() not in by_name:
+            raise ValueError(f"GGUF type {ggml_type} is not supported; supported: {', '.join(by_name)}")
+        ggml_type = by_name[ggml_type.upper()]
+    ggml_type = int(ggml_type)
+    if ggml_type not in GGUF_TYPES:
+        raise ValueError(f"GGUF type {_ggml_type_name(ggml_type)} is not supported; supported: "
+                         f"{', '.join(name for name, _, _ in GGUF_TYPES.values())}")
+    name, scheme, block_bytes = GGUF_TYPES[ggml_type]
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 2 or shape[0] <= 0 or shape[1] <= 0 or shape[1] % 32:
+        raise ValueError(f"a {name} tensor must be 2-D with rows a multiple of 32 elements, got shape {list(shape)}")
+    n, k = shape
+    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    expected = n * (k // 32) * block_bytes
+    if raw.size != expected:
+        raise ValueError(f"{name} tensor of shape {list(shape)} needs {expected} bytes of blocks "
+                         f"({n} rows x {k // 32} blocks x {block_bytes} bytes), got {raw.size}: "
+                         "truncated or malformed")
+    blocks = raw.reshape(n, k // 32, block_bytes)
+    d = torch.from_numpy(blocks[:, :, 0:2].copy().view(np.float16).reshape(n, k // 32))
+    if scheme == "q8_0":
+        q = torch.from_numpy(blocks[:, :, 2:].copy().view(np.int8).reshape(n, k))
+        return QuantizedWeight(q, d, None, scheme, 32)
+    start = 4 if scheme == "q4_1" else 2
+    q = torch.from_numpy(blocks[:, :, start:].copy().reshape(n, k // 2))
+    m = torch.from_numpy(blocks[:, :, 2:4].copy().view(np.float16).reshape(n, k // 32)) if scheme == "q4_1" else None
+    return QuantizedWeight(q, d, m, scheme, 32)
+
+
+def _ggml_type_name(tid: int) -> str:
+    try:
+        from gguf import GGMLQuantizationType
+
+        return GGMLQuantizationType(tid).name
+    except Exception:
+        return f"#{tid}"
+
+
+# --------------------------------------------------------------------------- modules
+
+
+class _QuantizedModule(nn.Module):
+    """Holds a QuantizedWeight as buffers; dtype conversions (model.float(), and the
+    exporter's float16 -> float32 conversion) leave them as they are."""
+
+    kiln_keeps_dtype = True
+
+    def _set_weight(self, weight: QuantizedWeight) -> None:
+        self.register_buffer("qweight", weight.qweight)
+        self.register_buffer("scales", weight.scales)
+        self.register_buffer("mins", weight.mins)
+        self.scheme, self.group_size = weight.scheme, weight.group_size
+
+    @property
+    def quantized_weight(self) -> QuantizedWeight:
+        return QuantizedWeight(self.qweight, self.scales, self.mins, self.scheme, self.group_size)
+
+    def _apply(self, fn, recurse=True):
+        kept = {name: t.dtype for name, t in self._buffers.items() if t is not None and name != "bias"}
+
+        def keep(t):
+            out = fn(t)
+            for name, dtype in kept.items():
+                if self._buffers.get(name) is t and out.dtype != dtype:
+                    return out.to(dtype)
+            return out
+
+        return super()._apply(keep, recurse)
+
+
+class QuantizedLinear(_QuantizedModule):
+    """y = x @ W^T + bias with W quantized (kiln_quantized::linear)."""
+
+    def __init__(self, weight: QuantizedWeight, bias: Optional[torch.Tensor] = None, compute: str = "float32"):
+        super().__init__()
+        if compute not in ("float32", "int8"):
+            raise ValueError(f"compute must be 'float32' or 'int8', got {compute!r}")
+        self._set_weight(weight)
+        self.out_features, self.in_features = weight.shape
+        self.bias = None if bias is None else nn.Parameter(bias.detach().to(torch.float32), requires_grad=False)
+        self.compute = compute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.kiln_quantized.linear(x, self.qweight, self.scales, self.mins, self.bias, self.scheme,
+                                               self.group_size, self.compute)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, scheme={self.scheme}, "
+                f"group_size={self.group_size}, bias={self.bias is not None}, compute={self.compute}")
+
+
+class QuantizedEmbedding(_QuantizedModule):
+    """W[indices] with W quantized (kiln_quantized::embedding); .linear(x) is the tied output projection."""
+
+    def __init__(self, weight: QuantizedWeight):
+        super().__init__()
+        self._set_weight(weight)
+        self.num_embeddings, self.embedding_dim = weight.shape
+
+    @property
+    def weight(self):
+        raise AttributeError("a QuantizedEmbedding has no float weight: for a tied output projection call "
+                             "embedding.linear(x), or make it an nn.Linear sharing the embedding's Parameter "
+                             "before quantize()")
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return torch.ops.kiln_quantized.embedding(self.qweight, self.scales, self.mins, indices, self.scheme,
+                                                  self.group_size)
+
+    def linear(self, x: torch.Tensor, compute: str = "float32") -> torch.Tensor:
+        return torch.ops.kiln_quantized.linear(x, self.qweight, self.scales, self.mins, None, self.scheme,
+                                               self.group_size, compute)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_embeddings}, {self.embedding_dim}, scheme={self.scheme}, "
+                f"group_size={self.group_size}")
+
+
+# --------------------------------------------------------------------------- quantize(model)
+
+
+@dataclass
+class QuantizationSummary:
+    """What quantize() did: {qualified name: (kind, scheme, group_size)}, and what it left in float32 and why."""
+
+    quantized: Dict[str, Tuple[str, str, int]] = field(default_factory=dict)
+    skipped: Dict[str, str] = field(default_factory=dict)
+    float_bytes: int = 0       # float32 bytes of the weights that were quantized (tied ones once)
+    quantized_bytes: int = 0   # bytes of their quantized tensors
+
+    def __str__(self) -> str:
+        counts: Dict[Tuple[str, str, int], int] = {}
+        for entry in self.quantized.values():
+            counts[entry] = counts.get(entry, 0) + 1
+        parts = [f"{n} {kind} {scheme}/{group}" for (kind, scheme, group), n in sorted(counts.items())]
+        text = (f"quantized {', '.join(parts) or 'nothing'}: {_size(self.float_bytes)} of float32 weights -> "
+                f"{_size(self.quantized_bytes)}")
+        if self.skipped:
+            text += f"; kept in float32: {', '.join(f'{k} ({v})' for k, v in self.skipped.items())}"
+        return text
+
+
+def _size(n: int) -> str:
+    from .quantized_summary import _mib
+
+    return _mib(n)
+
+
+def _group_for(scheme: str, group_size: Optional[int], k: int) -> int:
+    if group_size is None:
+        return k if scheme == "q8_0" else 32
+    return group_size
+
+
+def quantize(model: nn.Module, scheme: str = "int4", *, group_size: Optional[int] = None,
+             embeddings: Optional[str] = "int8", compute: str = "float32",
+             include: Optional[Callable[[str], bool]] = None, exclude: Optional[Callable[[str], bool]] = None,
+             inplace: bool = False) -> nn.Module:
+    """Quantizes the weights of every nn.Linear and nn.Embedding (see the module docstring).
+
+    group_size: for "int8" default one scale per output channel (the row length),
+    for the 4-bit schemes 32. A layer whose row length the group does not divide
+    (or, for 4 bits, is not a multiple of 32) falls back to q8_0 per channel.
+    """
+    linear_scheme = scheme_of(scheme)
+    embedding_scheme = None if embeddings is None else scheme_of(embeddings)
+    if compute not in ("float32", "int8"):
+        raise ValueError(f"compute must be 'float32' or 'int8', got {compute!r}")
+    if not inplace:
+        model = copy.deepcopy(model)
+    summary = QuantizationSummary()
+    done: Dict[int, QuantizedWeight] = {}  # id(weight Parameter) -> its quantized form (tied weights)
+
+    def wanted(name: str) -> bool:
+        return (include is None or include(name)) and (exclude is None or not exclude(name))
+
+    def quantized(name: str, kind: str, w: torch.Tensor, scheme_: str) -> QuantizedWeight:
+        key = id(w)
+        if key in done:
+            qw = done[key]
+        else:
+            k = w.shape[1]
+            group = _group_for(scheme_, group_size if scheme_ == linear_scheme else None, k)
+            try:
+                check_group(scheme_, group, k)
+            except ValueError:
+                scheme_, group = "q8_0", k  # per channel works for any row length
+            qw = done[key] = quantize_weight(w, scheme_, group)
+            summary.float_bytes += w.numel() * 4
+            summary.quantized_bytes += qw.nbytes
+        summary.quantized[name] = (kind, qw.scheme, qw.group_size)
+        return qw
+
+    # Embeddings first, so a tied Linear reuses the embedding's quantized tensors.
+    modules = sorted(model.named_modules(), key=lambda item: not isinstance(item[1], nn.Embedding))
+    replacements: List[Tuple[str, nn.Module]] = []
+    for name, module in modules:
+        if not name or not wanted(name):
+            continue
+        if isinstance(module, nn.Embedding) and embedding_scheme is not None:
+            if module.max_norm is not None:  # renormalizes its rows on lookup
+                summary.skipped[name] = "max_norm"
+                continue
+            replacements.append((name, QuantizedEmbedding(quantized(name, "embedding", module.weight,
+                                                                    embedding_scheme))))
+        elif isinstance(module, nn.Linear):
+            qw = quantized(name, "linear", module.weight,
+                           done[id(module.weight)].scheme if id(module.weight) in done else linear_scheme)
+            replacements.append((name, QuantizedLinear(qw, module.bias, compute)))
+    for name, new in replacements:
+        parent_name, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, leaf, new)
+    model.kiln_quantization = summary
+    return model

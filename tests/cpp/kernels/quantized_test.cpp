@@ -1,0 +1,290 @@
+// kiln_quantized::linear and ::embedding (extensions/quantized): the optimized kernels against the
+// reference ones at every level, for every scheme and group size, over awkward shapes; exact decoding
+// of the weights; malformed weights and arguments as clear errors.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "gemm_test_util.h"
+#include "harness.h"
+
+namespace kiln::test {
+namespace {
+
+const int kLevels = static_cast<int>(supported_isas().size());
+constexpr const char* kLinear = "kiln_quantized::linear.default";
+constexpr const char* kEmbedding = "kiln_quantized::embedding.default";
+
+// A random normal float16 with exponent in [lo, hi] (bias 15), either sign.
+uint16_t random_half(int lo, int hi) {
+  const uint16_t sign = static_cast<uint16_t>(uniform_int(0, 1) << 15);
+  const uint16_t exp = static_cast<uint16_t>(uniform_int(lo, hi) << 10);
+  return static_cast<uint16_t>(sign | exp | uniform_int(0, 1023));
+}
+
+struct QWeight {
+  std::string scheme;
+  int64_t n, k, group;
+  TestTensor q, scales, mins;
+  bool has_mins() const { return scheme == "q4_1"; }
+};
+
+// Random values and scales chosen so that weights are about [-1, 1] (the tolerance assumes it).
+QWeight random_weight(const std::string& scheme, int64_t n, int64_t k, int64_t group) {
+  QWeight w{scheme, n, k, group, {}, {}, {}};
+  const bool four = scheme != "q8_0";
+  w.q = TestTensor({n, four ? k / 2 : k}, four ? ScalarType::UInt8 : ScalarType::Int8, -1, true);
+  for (int64_t i = 0; i < w.q.numel(); ++i) w.q.t.data_as<uint8_t>()[i] = static_cast<uint8_t>(next_random());
+  w.scales = TestTensor({n, k / group}, ScalarType::Float16, -1, true);
+  w.mins = TestTensor({n, k / group}, ScalarType::Float16, -1, true);
+  for (int64_t i = 0; i < w.scales.numel(); ++i) {
+    w.scales.t.data_as<uint16_t>()[i] = four ? random_half(10, 11) : random_half(6, 7);  // 2^-5..2^-3, 2^-9..2^-7
+    w.mins.t.data_as<uint16_t>()[i] = random_half(12, 14);                                // 2^-3..1
+  }
+  return w;
+}
+
+void weight_args(Args& args, QWeight& w) {
+  args.tensor(w.q).tensor(w.scales);
+  if (w.has_mins()) args.tensor(w.mins); else args.none();
+}
+
+Args linear_args(TestTensor& x, QWeight& w, TestTensor* bias, const char* compute = "float32") {
+  Args args;
+  args.tensor(x);
+  weight_args(args, w);
+  if (bias != nullptr) args.tensor(*bias); else args.none();
+  args.str(w.scheme.c_str()).i(w.group).str(compute);
+  return args;
+}
+
+// The decoded weights are exact and the sums differ from the reference's order only: the f32 GEMM's
+// tolerance (gemm_test_util.h), doubled for the decode steps' per-group scaling (sum of x * q times d).
+Tolerance tolerance(int64_t k) {
+  Tolerance t = gemm_tolerance(k);
+  return Tolerance{2 * t.rtol, 2 * t.atol};
+}
+
+struct Case {
+  std::string scheme;
+  int64_t group;  // 0: the row length (q8_0 per output channel)
+};
+const Case kCases[] = {{"q8_0", 32}, {"q8_0", 64}, {"q8_0", 0}, {"q4_0", 32}, {"q4_0", 64},
+                       {"q4_0", 128}, {"q4_1", 32}, {"q4_1", 64}, {"q4_1", 128}};
+
+// (m, n, k in groups): one row (decode) and the row counts around the gemv limit (2 on AVX2 and the
+// baseline, 4 on AVX-512 and NEON) and the GEMM's tiles; N of 1, primes and around the panel widths
+// (8, 16, 32); K of one group to much larger than N.
+struct Shape {
+  int64_t m, n, groups;
+};
+const Shape kShapes[] = {{1, 1, 1},   {1, 7, 3},    {1, 33, 2},  {2, 31, 5},   {3, 17, 4},  {4, 64, 2},
+                         {5, 9, 3},   {7, 100, 1},  {8, 32, 6},  {1, 3, 64},   {64, 65, 3}, {65, 257, 2},
+                         {13, 16, 9}, {1, 576, 9},  {2, 8, 17},  {33, 1, 4}};
+
+KILN_TEST(quantized_linear_matches_reference) {
+  for (const Case& c : kCases) {
+    for (const Shape& s : kShapes) {
+      const int64_t group = c.group != 0 ? c.group : 32;
+      const int64_t k = s.groups * group;
+      QWeight w = random_weight(c.scheme, s.n, k, c.group != 0 ? c.group : k);
+      TestTensor x = TestTensor::random({s.m, k});
+      TestTensor bias = TestTensor::random({s.n}, true);
+      for (bool with_bias : {false, true}) {
+        Args args = linear_args(x, w, with_bias ? &bias : nullptr);
+        const std::string what = format("%s group %lld m=%lld n=%lld k=%lld bias=%d", c.scheme.c_str(),
+                                        (long long)w.group, (long long)s.m, (long long)s.n, (long long)k, with_bias);
+        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, tolerance(k));
+        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+}
+
+KILN_TEST(quantized_linear_per_channel_any_row_length) {
+  // q8_0 with one scale per output channel takes rows of any length (no group of 32).
+  for (int64_t k : {1, 5, 37, 100, 577}) {
+    for (int64_t m : {1, 3, 9}) {
+      QWeight w = random_weight("q8_0", 45, k, k);
+      TestTensor x = TestTensor::random({m, k});
+      Args args = linear_args(x, w, nullptr);
+      const std::string what = format("q8_0 per channel m=%lld k=%lld", (long long)m, (long long)k);
+      const int ran = expect_tiers_match(what, kLinear, args, {m * 45}, tolerance(k));
+      KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
+KILN_TEST(quantized_linear_batched_and_fewer_rows_than_prepared) {
+  for (const Case& c : {Case{"q4_1", 32}, Case{"q4_0", 64}, Case{"q8_0", 0}}) {
+    // [2, 3, T, K] inputs: the leading dims are more rows.
+    QWeight w = random_weight(c.scheme, 70, 128, c.group != 0 ? c.group : 128);
+    TestTensor x = TestTensor::random({2, 3, 5, 128});
+    Args args = linear_args(x, w, nullptr);
+    int ran = expect_tiers_match(c.scheme + " batched", kLinear, args, {2 * 3 * 5 * 70}, tolerance(128));
+    KILN_EXPECT(ran == kLevels, "%s batched: ran at %d levels", c.scheme.c_str(), ran);
+    // Prepared for a prefill of 64 rows (the GEMM), run as decode steps and short chunks.
+    for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{63}}) {
+      TestTensor x64({64, 128}, ScalarType::Float32, -1);
+      for (int64_t i = 0; i < x64.numel(); ++i) x64.f()[i] = uniform(-1, 1);
+      Args a = linear_args(x64, w, nullptr);
+      ran = expect_tiers_match(format("%s prepared for 64 rows, run with %lld", c.scheme.c_str(), (long long)rows),
+                               kLinear, a, {64 * 70}, tolerance(128), false, {{&x64, {rows, 128}}});
+      KILN_EXPECT(ran == kLevels, "%s fewer rows: ran at %d levels", c.scheme.c_str(), ran);
+    }
+  }
+}
+
+// One-hot rows of x pick single weights: every path (decode steps and the GEMM's decoded panels)
+// must give the reference's decoded weights exactly, so a wrong nibble, scale or min cannot hide in
+// a tolerance.
+KILN_TEST(quantized_linear_decodes_weights_exactly) {
+  for (const Case& c : kCases) {
+    for (int64_t m : {1, 2, 4, 40}) {
+      const int64_t k = c.group == 0 ? 96 : 2 * c.group, n = 37;
+      QWeight w = random_weight(c.scheme, n, k, c.group != 0 ? c.group : k);
+      TestTensor x({m, k});
+      for (int64_t i = 0; i < m; ++i) x.f()[i * k + (i * 37 + 11) % k] = 1.0f;
+      Args args = linear_args(x, w, nullptr);
+      const std::string what = format("%s group %lld one-hot m=%lld", c.scheme.c_str(), (long long)w.group, (long long)m);
+      const int ran = expect_tiers_match(what, kLinear, args, {m * n}, Tolerance{0, 0});
+      KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
+KILN_TEST(quantized_linear_nan_and_infinity_reach_their_rows) {
+  QWeight w = random_weight("q4_1", 40, 64, 32);
+  TestTensor x = TestTensor::random({6, 64});
+  x.f()[1 * 64 + 3] = std::numeric_limits<float>::quiet_NaN();
+  x.f()[4 * 64 + 60] = std::numeric_limits<float>::infinity();
+  for (int64_t m : {1, 2, 6}) {
+    TestTensor xm({m, 64});
+    std::memcpy(xm.f(), x.f(), static_cast<size_t>(m * 64) * sizeof(float));
+    Args args = linear_args(xm, w, nullptr);
+    const int ran = expect_tiers_match(format("q4_1 NaN/inf m=%lld", (long long)m), kLinear, args, {m * 40},
+                                       tolerance(64));
+    KILN_EXPECT(ran == kLevels, "NaN rows: ran at %d levels", ran);
+  }
+}
+
+KILN_TEST(quantized_embedding_matches_reference) {
+  for (const Case& c : kCases) {
+    for (int64_t k : {int64_t{32}, int64_t{128}, int64_t{576}}) {
+      const int64_t group = c.group == 0 ? k : c.group;
+      if (k % group) continue;
+      QWeight w = random_weight(c.scheme, 50, k, group);
+      for (ScalarType dtype : {ScalarType::Int64, ScalarType::Int32}) {
+        TestTensor idx({2, 3}, dtype);
+        const int64_t rows[] = {0, 49, 7, 7, 23, 1};
+        for (int i = 0; i < 6; ++i) {
+          if (dtype == ScalarType::Int64) idx.t.data_as<int64_t>()[i] = rows[i];
+          else idx.t.data_as<int32_t>()[i] = static_cast<int32_t>(rows[i]);
+        }
+        Args args;
+        weight_args(args, w);
+        args.tensor(idx).str(c.scheme.c_str()).i(group);
+        const std::string what = format("embedding %s group %lld k=%lld", c.scheme.c_str(), (long long)group, (long long)k);
+        const int ran = expect_tiers_match(what, kEmbedding, args, {6 * k}, Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+  // q8_0 per row with a row length that is not a multiple of 32.
+  QWeight w = random_weight("q8_0", 9, 45, 45);
+  TestTensor idx({4}, ScalarType::Int64);
+  for (int i = 0; i < 4; ++i) idx.t.data_as<int64_t>()[i] = 8 - 2 * i;
+  Args args;
+  weight_args(args, w);
+  args.tensor(idx).str("q8_0").i(45);
+  KILN_EXPECT(expect_tiers_match("embedding q8_0 k=45", kEmbedding, args, {4 * 45}, Tolerance{0, 0}) == kLevels,
+              "embedding q8_0 k=45 did not run at every level");
+}
+
+// ---- bad input: a clear KernelFailure from the reference kernel (the optimized one declines)
+
+// Runs both tiers; the reference must fail naming `expect`, the optimized one must decline or fail.
+void expect_refused(const std::string& what, const char* op, const Args& args, const char* expect) {
+  TestTensor out = TestTensor::output(1 << 16);
+  KernelRun r = run_kernel(op, args, {&out}, kTierPortable, Isa::Baseline);
+  KILN_EXPECT(r.found && r.status.code() == Error::KernelFailure &&
+                  std::string(r.status.message()).find(expect) != std::string::npos,
+              "%s: reference kernel: found %d, %s (expected a KernelFailure about '%s')", what.c_str(), r.found,
+              r.status.to_string().c_str(), expect);
+  for (Isa isa : supported_isas()) {
+    TestTensor o = TestTensor::output(1 << 16);
+    KernelRun fast = run_kernel(op, args, {&o}, kTierOptimized, isa);
+    KILN_EXPECT(!fast.found || fast.declined || !fast.status.is_ok(), "%s: the optimized kernel accepted it [%s]",
+                what.c_str(), isa_name(isa));
+  }
+}
+
+KILN_TEST(quantized_malformed_weights_are_clear_errors) {
+  TestTensor x = TestTensor::random({2, 64});
+  {  // truncated 4-bit values: 31 bytes per row for 64 elements
+    QWeight w = random_weight("q4_1", 8, 64, 32);
+    w.q = TestTensor({8, 31}, ScalarType::UInt8, -1, true);
+    expect_refused("truncated qweight", kLinear, linear_args(x, w, nullptr), "does not fit q4_1 rows of 62");
+  }
+  {  // scales for fewer groups than the rows have
+    QWeight w = random_weight("q4_0", 8, 64, 32);
+    w.scales = TestTensor({8, 1}, ScalarType::Float16, -1, true);
+    expect_refused("short scales", kLinear, linear_args(x, w, nullptr), "scales must be [8, 2]");
+  }
+  {  // scales stored as float32
+    QWeight w = random_weight("q8_0", 8, 64, 32);
+    w.scales = TestTensor({8, 2}, ScalarType::Float32, -1, true);
+    expect_refused("float32 scales", kLinear, linear_args(x, w, nullptr), "scales");
+  }
+  {  // group sizes that do not fit
+    for (int64_t group : {0, -32, 48, 128, 16}) {
+      QWeight w = random_weight("q4_1", 8, 64, 32);
+      w.group = group;
+      expect_refused(format("group %lld", (long long)group), kLinear, linear_args(x, w, nullptr), "group_size");
+    }
+  }
+  {  // q4_0 given mins, q4_1 without
+    QWeight w = random_weight("q4_0", 8, 64, 32);
+    Args args;
+    args.tensor(x).tensor(w.q).tensor(w.scales).tensor(w.mins).none().str("q4_0").i(32).str("float32");
+    expect_refused("q4_0 with mins", kLinear, args, "takes no mins");
+    QWeight w1 = random_weight("q4_1", 8, 64, 32);
+    Args args1;
+    args1.tensor(x).tensor(w1.q).tensor(w1.scales).none().none().str("q4_1").i(32).str("float32");
+    expect_refused("q4_1 without mins", kLinear, args1, "needs mins");
+  }
+  {  // int8 values under a 4-bit scheme, unknown scheme and compute
+    QWeight w = random_weight("q8_0", 8, 64, 32);
+    w.scheme = "q4_0";
+    expect_refused("q4_0 with int8 values", kLinear, linear_args(x, w, nullptr), "qweight");
+    w.scheme = "q5_0";
+    expect_refused("unknown scheme", kLinear, linear_args(x, w, nullptr), "unknown scheme 'q5_0'");
+    w.scheme = "q8_0";
+    expect_refused("unknown compute", kLinear, linear_args(x, w, nullptr, "int4"), "unknown compute 'int4'");
+  }
+  {  // a bias of the wrong length
+    QWeight w = random_weight("q8_0", 8, 64, 32);
+    TestTensor bias = TestTensor::random({7}, true);
+    expect_refused("bias [7]", kLinear, linear_args(x, w, &bias), "bias must be [8]");
+  }
+  {  // an embedding index out of range, either side
+    QWeight w = random_weight("q4_1", 8, 64, 32);
+    for (int64_t bad : {8, -1}) {
+      TestTensor idx({2}, ScalarType::Int64);
+      idx.t.data_as<int64_t>()[1] = bad;
+      Args args;
+      weight_args(args, w);
+      args.tensor(idx).str("q4_1").i(32);
+      TestTensor out = TestTensor::output(128);
+      for (int32_t tier : {kTierPortable, kTierOptimized}) {
+        KernelRun r = run_kernel(kEmbedding, args, {&out}, tier, supported_isas().back());
+        KILN_EXPECT(r.status.code() == Error::KernelFailure &&
+                        std::string(r.status.message()).find("out of range") != std::string::npos,
+                    "embedding index %lld (tier %d): %s", (long long)bad, tier, r.status.to_string().c_str());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,371 @@
+"""Weight-only quantization (libkiln_quantized.so.0, kiln.export.quantize; docs/quantization.md).
+
+  * GGUF's Q4_0 / Q4_1 / Q8_0 blocks go in bit for bit: decoded by Python and by kiln's kernels
+    (both tiers, every ISA level) exactly as gguf.quants.dequantize decodes them; our quantizer
+    writes the same bytes as gguf's for group 32;
+  * exported quantized models equal the eager quantized model (every scheme and group size, both
+    tiers), and SmolLM2's accuracy under int8 / int4 is measured (perplexity and logit error);
+    its GGUF-blocks program decodes greedily like the float32 model built from the same weights;
+  * malformed blocks are clear errors, in Python and in a program;
+  * one registry: the quantized kernels are registered once, by libkiln_quantized.so.0, whether
+    Python or a C++ program that links kiln::quantized and embeds Python came first.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import REPO, build_cmake_project, clean_env
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+gguf = pytest.importorskip("gguf")  # the test extra
+Q = gguf.GGMLQuantizationType
+
+
+def _levels():
+    """The ISA levels this CPU runs (kiln lowers a level it lacks; keep the distinct ones)."""
+    order = ["baseline", "avx2", "avx512"] if kiln.detected_isa() != "neon" else ["baseline", "neon"]
+    return order[:order.index(kiln.detected_isa()) + 1] if kiln.detected_isa() in order else ["baseline"]
+
+
+def _blocks(rng, ggml_type, shape):
+    w = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    w[0, :32] = 0.0  # an all-zero block: scale 0
+    return gguf.quants.quantize(w, ggml_type)
+
+
+# --------------------------------------------------------------------------- GGUF blocks
+
+
+@pytest.mark.parametrize("ggml_type", [Q.Q4_0, Q.Q4_1, Q.Q8_0])
+def test_gguf_blocks_decode_bit_exact(torch, ggml_type):
+    from kiln.export.quantize import from_gguf_blocks, quantize_weight
+
+    rng = np.random.default_rng(int(ggml_type))
+    shape = (37, 96)
+    blocks = _blocks(rng, ggml_type, shape)
+    qw = from_gguf_blocks(blocks, ggml_type, shape)
+    want = gguf.quants.dequantize(blocks, ggml_type)
+    got = qw.dequantize().numpy()
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    # Our quantizer writes gguf's bytes (ggml's reference rounding) for group 32.
+    w = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    ours = quantize_weight(torch.from_numpy(w), qw.scheme, 32)
+    theirs = from_gguf_blocks(gguf.quants.quantize(w, ggml_type), ggml_type, shape)
+    for a, b in ((ours.qweight, theirs.qweight), (ours.scales, theirs.scales), (ours.mins, theirs.mins)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.equal(a.view(torch.uint8) if a.dtype != torch.float16 else a.view(torch.int16),
+                               b.view(torch.uint8) if b.dtype != torch.float16 else b.view(torch.int16))
+
+
+def test_smollm2_gguf_tensors_decode_bit_exact(torch):
+    """The real file's Q4_1 and Q8_0 tensors (a few of them), decoded by from_gguf_blocks."""
+    from kiln.export.quantize import from_gguf_blocks
+    from zoo import smollm2 as zoo
+
+    reader = gguf.GGUFReader(zoo.gguf_path())
+    seen = set()
+    for t in reader.tensors:
+        kind = Q(int(t.tensor_type))
+        if kind not in (Q.Q4_1, Q.Q8_0) or (kind in seen and not t.name.startswith("blk.29")):
+            continue
+        seen.add(kind)
+        shape = tuple(int(n) for n in reversed(t.shape))
+        got = from_gguf_blocks(t.data, t.tensor_type, shape).dequantize().numpy()
+        want = gguf.quants.dequantize(t.data, t.tensor_type)
+        assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist(), t.name
+    assert seen == {Q.Q4_1, Q.Q8_0}
+
+
+def test_bad_gguf_blocks_are_clear_errors():
+    from kiln.export.quantize import from_gguf_blocks
+
+    blocks = _blocks(np.random.default_rng(0), Q.Q4_1, (4, 64))
+    with pytest.raises(ValueError, match=r"needs 160 bytes of blocks .* got 150: truncated or malformed"):
+        from_gguf_blocks(blocks.reshape(-1)[:150], Q.Q4_1, (4, 64))
+    with pytest.raises(ValueError, match="Q5_0 is not supported"):
+        from_gguf_blocks(blocks, Q.Q5_0, (4, 64))
+    with pytest.raises(ValueError, match="rows a multiple of 32"):
+        from_gguf_blocks(blocks, Q.Q4_1, (8, 40))
+
+
+@pytest.mark.parametrize("ggml_type", [Q.Q4_0, Q.Q4_1, Q.Q8_0])
+def test_kiln_kernels_decode_gguf_blocks_exactly(torch, tmp_path, ggml_type):
+    """Embedding rows, and x = identity through the linear (each output one weight), equal
+    gguf.quants.dequantize bit for bit on both tiers and every level."""
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear, from_gguf_blocks
+
+    shape = (40, 64)
+    blocks = _blocks(np.random.default_rng(7), ggml_type, shape)
+    want = gguf.quants.dequantize(blocks, ggml_type)
+    qw = from_gguf_blocks(blocks, ggml_type, shape)
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.lin = QuantizedEmbedding(qw), QuantizedLinear(qw)
+
+        def forward(self, idx, x):
+            return self.emb(idx), self.lin(x)
+
+    path = tmp_path / "blocks.kiln"
+    idx = torch.arange(40)
+    for rows in (1, 3, 64):  # decode steps and the GEMM's decoded panels
+        x = torch.eye(64)[:rows]
+        export(Both(), (idx, x), path)
+        for kernels in ("portable", "optimized"):
+            for isa in _levels():
+                emb, lin = kiln.load(path, kernels=kernels, isa=isa).forward(idx.numpy(), x.numpy())
+                assert emb.view(np.uint32).tolist() == want.view(np.uint32).tolist(), (kernels, isa)
+                # A sum starting at +0 turns a decoded -0 into +0: equal as numbers.
+                assert np.array_equal(lin, want.T[:rows]), (kernels, isa, rows)
+
+
+def test_malformed_block_tensor_in_a_program_is_a_clear_error(torch, tmp_path):
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedLinear, quantize_weight
+
+    layer = QuantizedLinear(quantize_weight(torch.randn(40, 64), "q4_1", 32))
+    layer.scales = torch.zeros(40, 1, dtype=torch.float16)  # one group per row, rows have two
+    path = tmp_path / "bad.kiln"
+    export(layer, (torch.randn(2, 64),), path)
+    for kernels in ("portable", "optimized"):
+        with pytest.raises(kiln.KilnError, match=r"scales must be \[40, 2\]"):
+            kiln.load(path, kernels=kernels).forward(np.zeros((2, 64), np.float32))
+
+
+# --------------------------------------------------------------------------- export(quantize=...)
+
+
+class _Small:
+    @staticmethod
+    def make(torch):
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(100, 128)
+                self.l1 = torch.nn.Linear(128, 256)
+                self.norm = torch.nn.LayerNorm(256)
+                self.l2 = torch.nn.Linear(256, 128, bias=False)
+                self.head = torch.nn.Linear(128, 100, bias=False)
+                self.head.weight = self.emb.weight  # tied
+
+            def forward(self, idx):
+                return self.head(self.l2(self.norm(torch.relu(self.l1(self.emb(idx))))))
+
+        torch.manual_seed(0)
+        return Model().eval()
+
+
+@pytest.mark.parametrize("options", ["int8", "int4", "int4_sym", {"scheme": "int4", "group_size": 64},
+                                     {"scheme": "int4_sym", "group_size": 128}, {"scheme": "int8", "group_size": 32},
+                                     {"scheme": "int4", "embeddings": "int4"}])
+def test_export_quantize_matches_eager_quantized_model(torch, tmp_path, options):
+    from kiln.export import export
+    from kiln.export.quantize import quantize
+
+    model = _Small.make(torch)
+    idx = torch.randint(0, 100, (1, 9))
+    path = tmp_path / "q.kiln"
+    report = export(model, (idx,), path, quantize=options)
+    opts = {"scheme": options} if isinstance(options, str) else options
+    quantized = quantize(model, **opts)
+    with torch.no_grad():
+        want = quantized(idx).numpy()
+        ref = model(idx).numpy()
+    assert "quantized:" in str(report) and "instead of" in str(report), str(report)
+    summary = report.methods["forward"].quantized
+    assert summary.quantized_bytes < summary.float_bytes / 3
+    for kernels in ("optimized", "portable"):
+        (got,) = kiln.load(path, kernels=kernels).forward(idx.numpy())
+        scale = np.abs(want).max()
+        assert np.abs(got - want).max() <= 1e-5 * scale, (kernels, np.abs(got - want).max())
+    # Quantized, not float: the error against the float model is that of the scheme.
+    assert 0 < np.abs(want - ref).max() < 0.2 * np.abs(ref).max()
+    # The caller's model is untouched; the tied head shares the embedding's tensors.
+    assert isinstance(model.l1, torch.nn.Linear)
+    assert quantized.head.qweight is quantized.emb.qweight
+
+
+def test_quantize_options_and_inspect(torch, tmp_path):
+    from kiln.export import export
+    from kiln.errors import ExportError
+
+    model = _Small.make(torch)
+    idx = torch.randint(0, 100, (1, 5))
+    with pytest.raises(ExportError, match="unknown quantization scheme 'int3'"):
+        export(model, (idx,), tmp_path / "x.kiln", quantize="int3")
+    path = tmp_path / "q.kiln"
+    export(model, (idx,), path, quantize={"scheme": "int4", "group_size": 32})
+    out = subprocess.run([sys.executable, "-m", "kiln", "inspect", str(path)], capture_output=True, text=True,
+                         env=clean_env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "quantized weights:" in out.stdout
+    assert "linear q4_1/32: 2 weights" in out.stdout, out.stdout
+    assert "embedding q8_0/128: 1 weights" in out.stdout, out.stdout
+    assert "kiln_quantized::linear.default: optimized (libkiln_quantized.so.0)" in out.stdout, out.stdout
+
+
+# --------------------------------------------------------------------------- SmolLM2
+
+CAPACITY = 256
+TEXT = ("The history of the printing press begins in the fifteenth century, when Johannes Gutenberg "
+        "combined movable metal type, oil-based ink and a wooden press adapted from wine making. "
+        "Books became cheaper and faster to produce, literacy spread across Europe, and new ideas "
+        "travelled further than ever before. Scientists could share their results, and the "
+        "Reformation owed much of its reach to pamphlets printed by the thousand. Within fifty years "
+        "presses were running in more than two hundred cities, and millions of volumes had been printed.")
+
+
+def _perplexity(logits, ids):
+    z = logits[0, :-1].astype(np.float64)
+    z = z - z.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    nll = -logp[np.arange(len(ids) - 1), ids[1:]]
+    return float(math.exp(nll.mean()))
+
+
+@pytest.fixture(scope="module")
+def smol(tmp_path_factory):
+    import torch
+    from kiln.export import export
+    from zoo import smollm2 as zoo
+    from zoo import smollm2_gguf
+
+    model = smollm2_gguf.load_smollm2_float(capacity=CAPACITY)  # quantize() can replace its head
+    ids = zoo.load_tokenizer().encode(TEXT)
+    tokens = torch.export.Dim("tokens", max=CAPACITY)
+    example = (torch.zeros(1, 4, dtype=torch.int64), torch.arange(4))
+    dims = ({1: tokens}, {0: tokens})
+    folder = tmp_path_factory.mktemp("smol_quantized")
+    paths = {}
+    for name, options in (("float32", None), ("int8", "int8"), ("int4", "int4"),
+                          ("int4_sym_g64", {"scheme": "int4_sym", "group_size": 64})):
+        paths[name] = folder / f"{name}.kiln"
+        export(model, example, paths[name], dynamic_shapes=dims, quantize=options)
+        zoo.reset_cache(model)
+    paths["gguf"] = folder / "gguf.kiln"
+    export(smollm2_gguf.load_smollm2_gguf(capacity=CAPACITY), example, paths["gguf"], dynamic_shapes=dims)
+    with torch.no_grad():
+        ref = model(torch.tensor([ids]), torch.arange(len(ids))).numpy()
+    zoo.reset_cache(model)
+    return model, ids, ref, paths
+
+
+def test_smollm2_quantized_accuracy(smol):
+    """Perplexity on TEXT and the largest logit error against the float32 eager model (whose
+    weights are the GGUF's, dequantized). The numbers are in docs/quantization.md."""
+    _, ids, ref, paths = smol
+    ppl_ref = _perplexity(ref, ids)
+    scale = np.abs(ref).max()
+    results = {}
+    for name, path in paths.items():
+        (logits,) = kiln.load(path).method("forward")(np.array([ids]), np.arange(len(ids)))
+        err = np.abs(logits - ref)
+        results[name] = (_perplexity(logits, ids), float(err.max() / scale), float(np.sqrt((err ** 2).mean())))
+    print(f"\nSmolLM2-135M, {len(ids)} tokens: eager float32 perplexity {ppl_ref:.3f}")
+    for name, (ppl, max_err, rms) in results.items():
+        print(f"  {name:>12}: perplexity {ppl:.3f} ({ppl / ppl_ref - 1:+.2%}), max logit error {max_err:.2e} of the "
+              f"logit scale, rms {rms:.3f}")
+    # The GGUF's own bits and the float32 program are the reference weights: rounding only.
+    assert results["float32"][1] < 1e-4 and results["gguf"][1] < 1e-4, results
+    assert abs(results["int8"][0] / ppl_ref - 1) < 0.01, results
+    assert abs(results["int4"][0] / ppl_ref - 1) < 0.10, results
+    # Symmetric 4 bits in groups of 64 over weights that are already Q4_1: measured +23%.
+    assert abs(results["int4_sym_g64"][0] / ppl_ref - 1) < 0.35, results
+
+
+def test_smollm2_gguf_program_decodes_like_float32_eager(torch, smol):
+    """Greedy decoding of 32 tokens: the program with the GGUF's Q4_1/Q8_0 blocks gives the token
+    ids of the float32 eager model built from the same (dequantized) weights."""
+    from zoo import smollm2 as zoo
+
+    model, _, _, paths = smol
+    prompt = zoo.load_tokenizer().chat_prompt("What is the capital of France?")
+    zoo.reset_cache(model)
+    want = zoo.greedy_generate(model, prompt, 32)
+    zoo.reset_cache(model)
+    for kernels in ("optimized", "portable"):
+        method = kiln.load(paths["gguf"], kernels=kernels).method("forward")
+        (logits,) = method(np.array([prompt]), np.arange(len(prompt)))
+        got, pos = [], len(prompt)
+        while len(got) < len(want):
+            got.append(int(logits[0, -1].argmax()))
+            (logits,) = method(np.array([[got[-1]]]), np.array([pos]))
+            pos += 1
+        assert got == want, kernels
+
+
+# --------------------------------------------------------------------------- one registry
+
+QUANTIZED_OPS = ("kiln_quantized::linear.default", "kiln_quantized::embedding.default")
+
+
+def _quantized_kernels():
+    return [(k.op_name, k.dtypes, k.tier, k.library) for k in kiln.registered_kernels()
+            if k.op_name.startswith("kiln_quantized::")]
+
+
+@pytest.mark.shared_runtime
+def test_import_kiln_registers_the_quantized_kernels_once():
+    kernels = _quantized_kernels()
+    keys = [(op, dtypes, tier) for op, dtypes, tier, _ in kernels]
+    assert len(keys) == len(set(keys))
+    assert {op for op, *_ in kernels} == set(QUANTIZED_OPS)
+    assert {tier for _, _, tier, _ in kernels} == {0, 100}
+    (library,) = {lib for *_, lib in kernels}
+    assert Path(library).name == "libkiln_quantized.so.0"
+    assert Path(library).resolve().parent == Path(kiln.runtime_library_path()).resolve().parent
+    # Loading it again (from Python, or by a C++ library that links it) registers nothing twice.
+    failures = len(kiln.registration_failures())
+    kiln.load_library(library)
+    import ctypes
+
+    ctypes.CDLL(library)
+    assert _quantized_kernels() == kernels
+    assert len(kiln.registration_failures()) == failures
+
+
+@pytest.mark.shared_runtime
+def test_ownership_checker_passes_over_the_quantized_library():
+    from test_one_runtime import PACKAGE, checker
+
+    report = checker.check(PACKAGE)
+    assert report.ok, report.text()
+    (lib,) = [r for r in report.files if r.path.name == "libkiln_quantized.so.0"]
+    assert not lib.defined and not lib.has_note
+    assert "kiln::register_kernel" in lib.undefined, lib.undefined
+
+
+@pytest.mark.shared_runtime
+def test_cpp_program_linking_quantized_and_embedding_python_sees_one_registry(tmp_path):
+    from test_one_runtime import python_embed_flags
+
+    cflags, ldflags = python_embed_flags()
+    build = tmp_path / "build"
+    build_cmake_project(REPO / "tests" / "cpp" / "quantized_registry", build, defines={
+        "CMAKE_PREFIX_PATH": kiln.cmake_dir(), "KILN_TEST_PYTHON_CFLAGS": cflags, "KILN_TEST_PYTHON_LDFLAGS": ldflags})
+    site = str(Path(kiln.__file__).resolve().parent.parent)
+    proc = subprocess.run([str(build / "quantized_registry"), site, sys.executable], capture_output=True, text=True,
+                          env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    cpp = sorted(line.split(" ", 2)[2] for line in lines if line.startswith("CPP kernel "))
+    after = sorted(line.split(" ", 3)[3] for line in lines if line.startswith("CPP after kernel "))
+    py = sorted(line.split(" ", 2)[2] for line in lines if line.startswith("PY kernel "))
+    assert cpp and cpp == py == after, proc.stdout
+    assert len(set(cpp)) == len(cpp)
+    (library,) = {Path(line.split()[-1]).resolve() for line in cpp}
+    assert library == (Path(kiln.runtime_library_path()).parent / "libkiln_quantized.so.0").resolve(), cpp
+    assert "PY failures 0" in lines and "CPP copies 1" in lines and "PY copies 1" in lines, proc.stdout
