@@ -14,7 +14,7 @@ __all__ = ["export", "ExportReport", "MethodReport"]
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
-           optimize=True) -> ExportReport:
+           optimize=True, metadata=None) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
     model:          a torch.nn.Module (put in eval mode for the export; its
@@ -33,6 +33,10 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
                     (kiln::fused_linear, kiln::fused_conv2d). False keeps the
                     model's operators as they are, for debugging. The report
                     says what was fused.
+    metadata:       optional {key: bytes or str} stored in the file as named
+                    metadata (docs/format.md, Metadata), read back with
+                    kiln.load(path).metadata(key); kiln.llm keeps an LLM's
+                    tokenizer, chat template and config there.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
     operator kiln cannot run). Nothing is written unless the export succeeds.
@@ -40,4 +44,4 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
     from .exporter import export_program
 
     return export_program(model, example_inputs, path, methods=methods,
-                          dynamic_shapes=dynamic_shapes, optimize=optimize)
+                          dynamic_shapes=dynamic_shapes, optimize=optimize, metadata=metadata)
