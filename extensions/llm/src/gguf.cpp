@@ -269,7 +269,10 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
                            "'%s': tensor '%s' of type %s has rows of %llu, not a multiple of its %u-element blocks",
                            path.c_str(), t.name.c_str(), info->name, static_cast<unsigned long long>(t.dims[0]),
                            info->block);
-      t.nbytes = numel / info->block * info->bytes;
+      const uint64_t blocks = numel / info->block;
+      KILN_CHECK_OR_RETURN(blocks <= (uint64_t{1} << 62) / info->bytes, InvalidProgram,
+                           "'%s': tensor '%s' has sizes whose product overflows", path.c_str(), t.name.c_str());
+      t.nbytes = blocks * info->bytes;
     }
   }
   const uint64_t data_start = (r.pos + alignment - 1) / alignment * alignment;
