@@ -73,6 +73,12 @@ def test_chat_answers_with_the_template(smollm2):
     answer = runner.chat([{"role": "user", "content": "What is the capital of France?"}], temperature=0)
     assert "Paris" in answer and "<|im_end|>" not in answer
     assert runner.stats.finish_reason == "stop_token"
+    stopped_at = runner.stats.generated_tokens
+    # ignore_eos: the end-of-turn token no longer ends it (benchmarks); the stop string still applies to chat.
+    runner.generate(runner._native.chat_prompt([("user", "What is the capital of France?")]), temperature=0,
+                    max_new_tokens=stopped_at + 4, ignore_eos=True)
+    assert runner.stats.generated_tokens == stopped_at + 4 and runner.stats.finish_reason == "max_new_tokens"
+    assert runner.generated_tokens[stopped_at] == 2  # <|im_end|> was generated, and passed
 
 
 def test_kiln_reads_the_weights_the_gguf_package_reads():

@@ -19,6 +19,7 @@ def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
     p.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R", help="> 1 discourages repeats (default 1)")
     p.add_argument("--seed", type=int, default=-1, metavar="S", help="the same seed gives the same text (default: random)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop after TEXT (repeatable)")
+    p.add_argument("--ignore-eos", action="store_true", help="do not stop at the model's end-of-turn tokens")
     p.add_argument("--threads", type=int, default=0, metavar="N",
                    help="threads of the runtime's pool (default: KILN_NUM_THREADS, else one per core)")
     p.add_argument("--stats", action="store_true", help="print timings and tokens per second to stderr")
@@ -77,7 +78,7 @@ def _export(args) -> int:
 def _options(args) -> dict:
     return dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                 top_p=args.top_p, min_p=args.min_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
-                stop=args.stop)
+                stop=args.stop, ignore_eos=args.ignore_eos)
 
 
 def _print_stats(runner) -> None:

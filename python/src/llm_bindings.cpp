@@ -80,7 +80,7 @@ nb::dict read_gguf(const std::string& path) {
 
 llm::GenerateOptions make_options(int32_t max_new_tokens, float temperature, int32_t top_k, float top_p, float min_p,
                                   float repetition_penalty, int64_t seed, std::vector<std::string> stop_strings,
-                                  std::vector<int32_t> stop_tokens) {
+                                  std::vector<int32_t> stop_tokens, bool ignore_eos) {
   llm::GenerateOptions o;
   o.max_new_tokens = max_new_tokens;
   o.sampling.temperature = temperature;
@@ -91,6 +91,7 @@ llm::GenerateOptions make_options(int32_t max_new_tokens, float temperature, int
   o.sampling.seed = seed;
   o.stop_strings = std::move(stop_strings);
   o.stop_tokens = std::move(stop_tokens);
+  o.ignore_eos = ignore_eos;
   return o;
 }
 
@@ -196,9 +197,9 @@ void bind_llm(nb::module_& parent) {
       })
       .def("begin", [](llm::Runner& r, std::vector<int32_t> prompt, int32_t max_new_tokens, float temperature,
                        int32_t top_k, float top_p, float min_p, float repetition_penalty, int64_t seed,
-                       std::vector<std::string> stop_strings, std::vector<int32_t> stop_tokens) {
+                       std::vector<std::string> stop_strings, std::vector<int32_t> stop_tokens, bool ignore_eos) {
         llm::GenerateOptions o = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-                                              seed, std::move(stop_strings), std::move(stop_tokens));
+                                              seed, std::move(stop_strings), std::move(stop_tokens), ignore_eos);
         kiln::Status st;
         {
           nb::gil_scoped_release release;

@@ -253,7 +253,9 @@ Status Runner::begin(std::vector<int32_t> prompt, const GenerateOptions& options
   s.stats.load_ms = s.load_ms;
   s.stats.prompt_tokens = n;
   s.options = options;
-  for (int32_t id : s.config.stop_ids) s.options.stop_tokens.push_back(id);
+  if (!options.ignore_eos) {
+    for (int32_t id : s.config.stop_ids) s.options.stop_tokens.push_back(id);
+  }
   s.sampler.emplace(options.sampling);
   s.decoder.emplace(s.tokenizer, /*skip_special=*/true);
   s.held.clear();

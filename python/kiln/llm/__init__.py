@@ -99,23 +99,26 @@ class Runner:
         return list(self._native.generated_tokens)
 
     def _begin(self, prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed,
-               stop, stop_tokens) -> None:
+               stop, stop_tokens, ignore_eos) -> None:
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt) if prompt else []
         else:
             ids = [int(i) for i in prompt]
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         self._native.begin(ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), float(min_p),
-                           float(repetition_penalty), int(seed), stops, [int(t) for t in stop_tokens or []])
+                           float(repetition_penalty), int(seed), stops, [int(t) for t in stop_tokens or []],
+                           bool(ignore_eos))
 
     def stream(self, prompt, *, max_new_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0, seed: int = -1,
-               stop: Sequence[str] | str | None = None, stop_tokens: Sequence[int] | None = None) -> Iterator[str]:
+               stop: Sequence[str] | str | None = None, stop_tokens: Sequence[int] | None = None,
+               ignore_eos: bool = False) -> Iterator[str]:
         """Yields the generated text piece by piece (never half a UTF-8 character).
         `prompt` is text (special tokens such as <|im_start|> are parsed) or token ids.
+        ignore_eos: do not stop at the model's own end-of-turn tokens (benchmarks).
         Leaving the loop early cancels the generation (finish_reason "cancelled")."""
         self._begin(prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
-                    stop_tokens)
+                    stop_tokens, ignore_eos)
         return self._pieces()
 
     def _pieces(self) -> Iterator[str]:

@@ -40,6 +40,8 @@ struct GenerateOptions {
   // text) or tokens (in addition to the config's stop_ids).
   std::vector<std::string> stop_strings;
   std::vector<int32_t> stop_tokens;
+  // Do not stop at the model's own stop tokens (ModelConfig::stop_ids): benchmarks.
+  bool ignore_eos = false;
   // Set to true (from any thread) to stop at the next token: finish_reason "cancelled".
   const std::atomic<bool>* cancel = nullptr;
 };
