@@ -291,3 +291,25 @@ def test_cli_chat_keeps_the_conversation(tiny):
     assert len(proc.stdout.splitlines()) == 2
     reused = [l for l in proc.stderr.splitlines() if l.startswith("prompt ")]
     assert len(reused) == 2 and "(0 reused" in reused[0] and "(0 reused" not in reused[1]  # the second turn reuses the first
+
+
+def test_default_weights_keep_the_gguf_bits_or_say_why_not(tmp_path):
+    """Without --dtype/--quantize: the GGUF's own Q4_1/Q8_0 blocks when kiln has its quantized
+    operators (kiln.export.quantize), else float32 with a note saying so."""
+    import importlib.util
+
+    from kiln.llm.export import export_gguf
+    from zoo import smollm2 as zoo
+
+    path = tmp_path / "default.kiln"
+    report = export_gguf(zoo.gguf_path(), path, context=32, max_tokens_per_call=4, n_layers=1)
+    config = json.loads(kiln.load(path).metadata("kiln.llm.config"))
+    if importlib.util.find_spec("kiln.export.quantize") is None:
+        assert config["weights"] == report.weights == "float32"
+        assert any("Q4_1/Q8_0 weights were dequantized to float32" in n and "kiln.export.quantize" in n
+                   for n in report.notes), report.notes
+    else:
+        assert config["weights"] == report.weights == "gguf Q4_1/Q8_0" and not report.notes
+        ops = {i.op for i in kiln.load(path).method("forward").instructions}
+        assert any(op.startswith("kiln_quantized::") for op in ops), ops
+    assert Runner(path).generate("Hi", max_new_tokens=3, temperature=0) is not None
