@@ -149,3 +149,36 @@ def plugins(tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp("plugins")
     build_cmake_project(REPO / "tests" / "cpp" / "plugins", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
     return build
+
+
+@pytest.fixture(scope="session")
+def llm_programs(tmp_path_factory):
+    """llm_programs(name) -> path of a .kiln LLM program made from SmolLM2's GGUF by `kiln llm export`
+    (once per session): "smollm2" the whole model in float32 (context 256, prefill chunks of 16),
+    "tiny" its first 2 layers (context 64, chunks of 8; fast, its text means nothing), made
+    through the command line."""
+    cache: dict = {}
+    directory = tmp_path_factory.mktemp("llm")
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            from zoo import smollm2
+
+            gguf = smollm2.gguf_path()
+            path = directory / f"{name}.kiln"
+            if name == "smollm2":
+                from kiln.llm.export import export_gguf
+
+                export_gguf(gguf, path, dtype="float32", context=256, max_tokens_per_call=16)
+            elif name == "tiny":
+                proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(gguf), "-o", str(path),
+                                       "--dtype", "float32", "--context", "64", "--max-tokens-per-call", "8",
+                                       "--layers", "2"], capture_output=True, text=True, timeout=900)
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+                assert "weights float32" in proc.stdout and "context 64, up to 8 tokens per call" in proc.stdout
+            else:
+                raise KeyError(name)
+            cache[name] = path
+        return cache[name]
+
+    return get

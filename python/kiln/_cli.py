@@ -1,4 +1,5 @@
-"""The `kiln` command (also `python -m kiln`): SDK locators, inspect, run, profile, bench, ops, doctor."""
+"""The `kiln` command (also `python -m kiln`): SDK locators, inspect, run, profile, bench, ops, doctor
+(and the LLM commands of _llm_cli.py: llm export, generate, chat)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 import importlib.util
 import os
 import sys
+
+from . import _llm_cli
 
 LOCATORS = {
     "--cmakedir": "directory of kilnConfig.cmake (for CMAKE_PREFIX_PATH or kiln_DIR)",
@@ -414,6 +417,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("ops", help="list the operators kiln can run and their dtypes")
     p.add_argument("--markdown", action="store_true", help="print docs/operators.md")
     sub.add_parser("doctor", help="check the installation")
+    _llm_cli.add_commands(sub)
     args = parser.parse_args(argv)
 
     import kiln
@@ -431,6 +435,8 @@ def main(argv=None) -> int:
             return _ops(args)
         if args.command == "doctor":
             return _doctor(args)
+        if args.command in _llm_cli.COMMANDS:
+            return _llm_cli.run(args, parser)
     except kiln.KilnError as e:
         print(f"kiln: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

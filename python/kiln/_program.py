@@ -213,6 +213,15 @@ class Program:
         """Bytes of prepacked weights the loaded methods created (shared by all methods)."""
         return self._native.packed_bytes
 
+    @property
+    def metadata_keys(self) -> list[str]:
+        """Keys of the program's named metadata, in file order (docs/format.md, Metadata)."""
+        return list(self._native.metadata_keys)
+
+    def metadata(self, key: str) -> bytes:
+        """The bytes of metadata `key`; raises kiln.NotFound when the program has none."""
+        return self._native.metadata(key)
+
     def method_spec(self, name: str = "forward") -> MethodSpec:
         """Inputs, outputs and planned memory of method `name`, without loading it
         (no kernel is resolved, no memory is allocated)."""

@@ -439,6 +439,9 @@ nb::list backends_list(const std::vector<kiln::BackendInfo>& backends) {
 
 }  // namespace
 
+// kiln._kiln.llm: the LLM extension's bindings (llm_bindings.cpp).
+void bind_llm(nb::module_& m);
+
 NB_MODULE(_kiln, m) {
   m.doc() = "Native layer of kiln; use the kiln package instead.";
   if (_import_array() < 0) throw nb::python_error();
@@ -465,6 +468,11 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
       .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
       .def_prop_ro("producer", [](const PyProgram& p) { return p.program->producer(); })
+      .def_prop_ro("metadata_keys", [](const PyProgram& p) { return p.program->metadata_keys(); })
+      .def("metadata", [](const PyProgram& p, const std::string& key) {
+        kiln::Span<const uint8_t> value = unwrap(p.program->metadata(key));
+        return nb::bytes(value.data(), value.size());
+      })
       .def_prop_ro("borrows_buffer", [](const PyProgram& p) { return p.borrowed != nullptr; });
 
   nb::class_<PyMethod>(m, "Method")
@@ -559,4 +567,5 @@ NB_MODULE(_kiln, m) {
     }
     return names;
   });
+  bind_llm(m);
 }

@@ -121,4 +121,23 @@ std::string Program::producer() const {
   return p ? p->str() : "";
 }
 
+std::vector<std::string> Program::metadata_keys() const {
+  std::vector<std::string> keys;
+  if (const auto* entries = data_->program->metadata()) {
+    for (const auto* e : *entries) keys.push_back(e->key()->str());  // verified: every key is present
+  }
+  return keys;
+}
+
+Result<Span<const uint8_t>> Program::metadata(const std::string& key) const {
+  if (const auto* entries = data_->program->metadata()) {
+    for (const auto* e : *entries) {
+      if (e->key()->str() != key) continue;
+      if (e->value() == nullptr) return Span<const uint8_t>();
+      return Span<const uint8_t>(e->value()->data(), e->value()->size());
+    }
+  }
+  return Status(Error::NotFound, "the program has no metadata '" + key + "'");
+}
+
 }  // namespace kiln

@@ -29,6 +29,10 @@ struct ProgramData {
   const uint8_t* segments_base() const { return bytes->data() + header.segments_offset; }
 };
 
+// Limits on named metadata (verify_program refuses more): entries, key bytes.
+constexpr size_t kMaxMetadataEntries = 1024;
+constexpr size_t kMaxMetadataKeyBytes = 256;
+
 // Runs the FlatBuffers verifier and then kiln's semantic checks (see
 // verifier.cpp). On success sets `program` and `specs`.
 Status verify_program(ProgramData& data);

@@ -456,6 +456,29 @@ struct MethodChecker {
   }
 };
 
+// Named metadata: the FlatBuffers verifier has bounded every vector by the
+// program table; these limits keep a hostile file from making readers (which
+// may copy keys into maps) do unbounded work, and keep keys usable as names.
+Status verify_metadata(const schema::Program& program) {
+  const auto* entries = program.metadata();
+  if (entries == nullptr) return Status::ok();
+  KILN_CHECK_OR_RETURN(entries->size() <= kMaxMetadataEntries, InvalidProgram,
+                       "the program has %u metadata entries; at most %zu are allowed", entries->size(),
+                       kMaxMetadataEntries);
+  std::set<std::string> keys;
+  for (flatbuffers::uoffset_t i = 0; i < entries->size(); ++i) {
+    const schema::Metadata* e = entries->Get(i);
+    KILN_CHECK_OR_RETURN(e->key() != nullptr && e->key()->size() > 0, InvalidProgram,
+                         "metadata entry %u has no key", i);
+    KILN_CHECK_OR_RETURN(e->key()->size() <= kMaxMetadataKeyBytes && valid_utf8(e->key()), InvalidProgram,
+                         "metadata entry %u: the key is longer than %zu bytes or not valid UTF-8", i,
+                         kMaxMetadataKeyBytes);
+    KILN_CHECK_OR_RETURN(keys.insert(e->key()->str()).second, InvalidProgram,
+                         "metadata key '%s' appears twice", e->key()->c_str());
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 uint64_t declared_nbytes(const schema::Tensor& t) {
@@ -492,6 +515,11 @@ Status verify_program(ProgramData& data) {
                              (unsigned long long)data.header.segments_size));
       }
     }
+  }
+  Status metadata = verify_metadata(*data.program);
+  if (!metadata.is_ok()) {
+    data.program = nullptr;
+    return metadata;
   }
   const auto* methods = data.program->methods();
   if (methods == nullptr || methods->size() == 0) {

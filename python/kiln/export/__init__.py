@@ -15,7 +15,7 @@ __all__ = ["export", "compare", "ExportReport", "MethodReport"]
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
-           optimize=True, quantize=None) -> ExportReport:
+           optimize=True, quantize=None, metadata=None) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
     model:          a torch.nn.Module (put in eval mode for the export; its
@@ -41,6 +41,10 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
                     {"scheme": "int4", "group_size": 64}. Norms and everything
                     else stay float32; the report says what was quantized and
                     the bytes saved. See docs/quantization.md.
+    metadata:       optional {key: bytes or str} stored in the file as named
+                    metadata (docs/format.md, Metadata), read back with
+                    kiln.load(path).metadata(key); kiln.llm keeps an LLM's
+                    tokenizer, chat template and config there.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
     operator kiln cannot run). Nothing is written unless the export succeeds.
@@ -48,7 +52,8 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
     from .exporter import export_program
 
     return export_program(model, example_inputs, path, methods=methods,
-                          dynamic_shapes=dynamic_shapes, optimize=optimize, quantize=quantize)
+                          dynamic_shapes=dynamic_shapes, optimize=optimize, quantize=quantize,
+                          metadata=metadata)
 
 
 def compare(model, example_inputs, *, method="forward", dynamic_shapes=None, optimize=True, kernels="", isa="",

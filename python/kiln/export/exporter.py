@@ -227,13 +227,42 @@ def _quantized(model, quantize):
     return model, str(model.kiln_quantization)
 
 
+# The runtime's limits on named metadata (runtime/loader/program_data.h).
+MAX_METADATA_ENTRIES = 1024
+MAX_METADATA_KEY_BYTES = 256
+
+
+def check_metadata(metadata) -> Dict[str, bytes]:
+    """{key: bytes} from a {str: bytes | str} mapping (str values are stored as UTF-8),
+    refusing what the runtime would refuse to load."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise ExportError(f"metadata must be a dict {{str: bytes or str}}, got {type(metadata).__name__}")
+    if len(metadata) > MAX_METADATA_ENTRIES:
+        raise ExportError(f"{len(metadata)} metadata entries; at most {MAX_METADATA_ENTRIES} are allowed")
+    out: Dict[str, bytes] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key or len(key.encode("utf-8")) > MAX_METADATA_KEY_BYTES:
+            raise ExportError(f"metadata key {key!r} must be a non-empty string of at most "
+                              f"{MAX_METADATA_KEY_BYTES} UTF-8 bytes")
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        try:
+            out[key] = bytes(memoryview(value))
+        except TypeError:
+            raise ExportError(f"metadata '{key}' must be bytes or str, not {type(value).__name__}") from None
+    return out
+
+
 def export_program(model, example_inputs, path, *, methods=None,
-                   dynamic_shapes=None, optimize=True, quantize=None) -> ExportReport:
+                   dynamic_shapes=None, optimize=True, quantize=None, metadata=None) -> ExportReport:
     start = time.perf_counter()
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"kiln.export.export expects a torch.nn.Module, got {type(model).__name__}")
     if path is None:
         raise ExportError("an output path is required")
+    named_metadata = check_metadata(metadata)
     plan = _method_plan(model, example_inputs, methods)
     names = [n for n, _ in plan]
     notes = []
@@ -265,7 +294,8 @@ def export_program(model, example_inputs, path, *, methods=None,
 
     pool = ConstantPool()
     method_irs = [lower_method(ctx, pool, ctx.input_names) for ctx in contexts]
-    program = ProgramIR(methods=method_irs, segments=pool.segments, producer=_producer())
+    program = ProgramIR(methods=method_irs, segments=pool.segments, producer=_producer(),
+                        metadata=named_metadata)
     path = os.fspath(path)
     file_size = write_program(program, path)
 

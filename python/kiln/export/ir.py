@@ -20,7 +20,7 @@ Conventions (see docs/format.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 # kiln ScalarType codes (schema/program.fbs, runtime/include/kiln/tensor.h).
 FLOAT32, FLOAT64, INT64, INT32, BOOL, FLOAT16, BFLOAT16, UINT8, INT8 = range(9)
@@ -147,3 +147,5 @@ class ProgramIR:
     methods: List[MethodIR]
     segments: List[Any]       # bytes-like payloads, index = segment number
     producer: str = ""
+    # Named metadata (docs/format.md, Metadata): key -> bytes, written in this order.
+    metadata: Dict[str, bytes] = field(default_factory=dict)

@@ -162,6 +162,7 @@ def _method_t(m: MethodIR, S):
 
 def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> bytes:
     import flatbuffers
+    import numpy as np
 
     from . import _schema as S
 
@@ -173,6 +174,12 @@ def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> byte
         seg.offset, seg.size = off, memoryview(data).nbytes
         pt.segments.append(seg)
     pt.producer = program.producer
+    pt.metadata = []
+    for key, value in program.metadata.items():
+        entry = S.MetadataT()
+        entry.key = key
+        entry.value = np.frombuffer(bytes(value), dtype=np.uint8)  # packed as one vector, not byte by byte
+        pt.metadata.append(entry)
     builder = flatbuffers.Builder(1 << 16)
     builder.Finish(pt.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())

