@@ -197,6 +197,8 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
             } else {
               for (int j = 0; j < count; ++j) kr.tile[0](four[j]);
             }
+            for (int j = 0; j < count && t.last && post_activation; ++j)
+              activate_tile(*kr.activation, p.act, four[j].c, p.ldc, 1, four[j].nc);
           }
           continue;
         }
