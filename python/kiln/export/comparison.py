@@ -34,12 +34,8 @@ from .ir import ProgramIR
 from .lowering import find_unsupported, format_unsupported, lower_method, module_path
 from .operators import op_key
 from .passes import default_passes
-from .passes.manager import PassManager, nodes_in
+from .passes.manager import VALUE_OF, PassManager, nodes_in
 from .serialize import write_program
-
-# meta key: the name of the eager node whose value this node computes (set on
-# every node before the passes; PassContext.replace hands it to the replacement).
-VALUE_OF = "kiln_value_of"
 
 
 @dataclass(frozen=True)

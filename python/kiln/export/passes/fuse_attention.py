@@ -146,6 +146,7 @@ def _fuse(ctx: PassContext, out: fx.Node) -> bool:
     perm[-1], perm[-2] = perm[-2], perm[-1]
     kt.args = (kt.args[0], perm)
     kt.meta["val"] = kt.meta["val"].transpose(-1, -2).contiguous()
+    ctx.rewrote(kt)  # k now, not the eager k^T
     kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": False, "scale": scale}
     fused = ctx.call(aten.scaled_dot_product_attention.default, (q, kt, v), kwargs, like=out, val=out.meta["val"])
     ctx.replace(out, fused)

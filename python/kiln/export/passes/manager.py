@@ -18,6 +18,9 @@ from ...errors import ExportError
 
 # Metadata copied from a node to the nodes that replace it (error messages
 # point at the user's code through these).
+# meta key: the name of the eager node whose value a node computes, for kiln.export.compare
+# (comparison.py sets it on every node before the passes).
+VALUE_OF = "kiln_value_of"
 _PROVENANCE_KEYS = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node")
 
 
@@ -107,12 +110,17 @@ class PassContext:
             copy_provenance(like, node)
         return node
 
+    def rewrote(self, node: fx.Node) -> None:
+        """`node` was changed in place to compute something else than its eager
+        value: kiln.export.compare must not meet it with that value."""
+        node.meta.pop(VALUE_OF, None)
+
     def replace(self, old: fx.Node, new) -> None:
         """Replaces every use of `old` by `new` (a node), then erases `old`.
         `new` now computes old's value: it takes over the name of the eager
-        value kiln.export.compare meets it with (meta["kiln_value_of"])."""
-        if "kiln_value_of" in old.meta:
-            new.meta["kiln_value_of"] = old.meta["kiln_value_of"]
+        value kiln.export.compare meets it with (meta[VALUE_OF])."""
+        if VALUE_OF in old.meta:
+            new.meta[VALUE_OF] = old.meta[VALUE_OF]
         old.replace_all_uses_with(new)
         if not old.users:
             self.graph.erase_node(old)
