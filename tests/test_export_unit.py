@@ -677,12 +677,16 @@ def test_import_kiln_export_does_not_import_torch():
         "import kiln.export.serialize, kiln.export.ir, kiln.export.report\n"
         "assert kiln.export.__file__.startswith(%r), kiln.export.__file__\n" % package_dir
         + "assert 'torch' not in sys.modules, 'torch imported'\n"
-        "assert len(kiln.export.operators.SUPPORTED_OPERATORS) == 107\n"
+        "print(len(kiln.export.operators.SUPPORTED_OPERATORS))\n"
     )
     env = dict(os.environ)
     if not stubbed:
         env["PYTHONPATH"] = os.path.dirname(package_dir) + os.pathsep + env.get("PYTHONPATH", "")
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True)
+    # The same list as this process's (which may have imported torch): nothing in it needs torch.
+    from kiln.export.operators import SUPPORTED_OPERATORS
+
+    assert int(proc.stdout) == len(SUPPORTED_OPERATORS) > 100
 
 
 @pytest.mark.parametrize("half", ["float16", "bfloat16"])

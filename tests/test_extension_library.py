@@ -73,8 +73,8 @@ def prefix(tmp_path_factory) -> Path:
     if ninja:
         configure.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
     run(configure)
-    # kiln_quantized: the shipped extension, installed by the same `cmake --install`.
-    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example", "kiln_quantized"])
+    # kiln_quantized and kiln_llm: the shipped extensions, installed by the same `cmake --install`.
+    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example", "kiln_quantized", "kiln_llm"])
     run([cmake, "--install", BUILD_DIR])
     return prefix
 
@@ -83,7 +83,7 @@ def test_example_library_is_installed_as_one_file(prefix):
     lib = prefix / "lib" / "libkiln_example.so.0"
     assert lib.is_file() and not lib.is_symlink()
     assert sorted(p.name for p in (prefix / "lib").glob("libkiln*")) == ["libkiln.so.0", "libkiln_example.so.0",
-                                                                         "libkiln_quantized.so.0"]
+                                                                         "libkiln_llm.so.0", "libkiln_quantized.so.0"]
     assert not [p for p in prefix.rglob("*") if p.is_symlink()]
 
 
