@@ -220,7 +220,12 @@ def _run(args) -> int:
 
     prog = kiln.load(args.program)
     method = prog.method(args.method)
-    outputs = method.run(*_inputs(args, method))
+    inputs = _inputs(args, method)
+    if not args.inputs:
+        shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in inputs)
+        print(f"kiln run: no input files given; running on random inputs at each input's largest shape "
+              f"(--seed {args.seed}): {shapes}", file=sys.stderr)
+    outputs = method.run(*inputs)
     for i, out in enumerate(outputs):
         print(f"output {i}: {out.dtype}{list(out.shape)}")
         print(np.array2string(out, threshold=20, precision=6))

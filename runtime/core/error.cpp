@@ -3,6 +3,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kiln {
 
@@ -53,5 +54,16 @@ std::string format(const char* fmt, ...) {
   va_end(args);
   return out;
 }
+
+namespace detail {
+
+void result_without_value(const Status& status) noexcept {
+  std::fprintf(stderr, "kiln: a Result was used without a value (check ok() first): %s\n",
+               status.to_string().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace detail
 
 }  // namespace kiln

@@ -520,7 +520,7 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
                        spec.name.c_str(), inputs.size(), index);
   const TensorSpec& want = spec.inputs[index];
   // The message is built only on a mismatch: binding is on every call's path.
-  auto mismatch = [&](const char* what) {
+  auto mismatch = [&](const char* what, const char* hint = "") {
     std::string expected = std::string(scalar_type_name(want.dtype)) + "[";
     for (size_t d = 0; d < want.sizes.size(); ++d) {
       if (d > 0) expected += ", ";
@@ -529,10 +529,15 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
     }
     expected += "]";
     return Status(Error::InvalidInput,
-                  format("method '%s' input %zu ('%s'): %s: expected %s, got %s", spec.name.c_str(), index,
-                         want.name.c_str(), what, expected.c_str(), describe(input).c_str()));
+                  format("method '%s' input %zu ('%s'): %s: expected %s, got %s%s", spec.name.c_str(), index,
+                         want.name.c_str(), what, expected.c_str(), describe(input).c_str(), hint));
   };
-  if (input.dtype() != want.dtype) return mismatch("wrong dtype");
+  // No silent conversion (a float64 array would lose precision, an int one would change meaning):
+  // the caller converts, and the message says so.
+  if (input.dtype() != want.dtype) {
+    return mismatch("wrong dtype", " (inputs are not converted: convert the data first, e.g. with numpy's "
+                                   "x.astype(...) or torch's x.to(...))");
+  }
   if (static_cast<size_t>(input.dim()) != want.sizes.size()) return mismatch("wrong number of dimensions");
   for (size_t d = 0; d < want.sizes.size(); ++d) {
     int64_t got = input.sizes()[d];

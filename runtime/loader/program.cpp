@@ -59,6 +59,13 @@ Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const
   KILN_RETURN_IF_ERROR(internal::verify_program(*data));
   return make(std::move(data));
 }
+
+// "the program has no method 'x' (its methods: 'forward', 'encode')"
+Status no_method(const internal::ProgramData& data, const std::string& name) {
+  std::string names;
+  for (const auto& spec : data.specs) names += (names.empty() ? "'" : ", '") + spec.name + "'";
+  return Status(Error::NotFound, "the program has no method '" + name + "' (its methods: " + names + ")");
+}
 }  // namespace
 
 Program::Program(std::shared_ptr<const internal::ProgramData> data) : data_(std::move(data)) {}
@@ -99,7 +106,7 @@ Result<MethodSpec> Program::method_spec(const std::string& name) const {
   for (const auto& spec : data_->specs) {
     if (spec.name == name) return spec;
   }
-  return Status(Error::NotFound, "the program has no method '" + name + "'");
+  return no_method(*data_, name);
 }
 
 Result<Method> Program::load_method(const std::string& name) const {
@@ -109,7 +116,7 @@ Result<Method> Program::load_method(const std::string& name) const {
     if (!state.ok()) return Status(state.status()).with_context("loading method '" + name + "'");
     return Method(std::move(state).value());
   }
-  return Status(Error::NotFound, "the program has no method '" + name + "'");
+  return no_method(*data_, name);
 }
 
 size_t Program::size_bytes() const { return data_->bytes->size(); }

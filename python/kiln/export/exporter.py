@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
 import sys
 import time
+import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -114,18 +116,29 @@ def _dynamic_shapes_for(dynamic_shapes, name: str, names: Sequence[str]):
     return dynamic_shapes if name == "forward" else None
 
 
+@contextlib.contextmanager
+def _torch_internal_warnings_hidden():
+    """Hides the deprecation warnings torch.export raises about its own internals
+    (torch 2.13: `isinstance(treespec, LeafSpec)`, on every export): the user can
+    do nothing about them. Warnings about the user's model still show."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+        yield
+
+
 def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
     from torch.export.graph_signature import InputKind, OutputKind
 
     module = model if name == "forward" else _MethodModule(model, name)
-    try:
-        ep = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
-    except Exception as e:
-        raise ExportError(f"torch.export failed for method '{name}': {type(e).__name__}: {e}") from e
-    try:
-        ep = ep.run_decompositions(decomposition_table())
-    except Exception as e:
-        raise ExportError(f"decomposing method '{name}' failed: {type(e).__name__}: {e}") from e
+    with _torch_internal_warnings_hidden():
+        try:
+            ep = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
+        except Exception as e:
+            raise ExportError(f"torch.export failed for method '{name}': {type(e).__name__}: {e}") from e
+        try:
+            ep = ep.run_decompositions(decomposition_table())
+        except Exception as e:
+            raise ExportError(f"decomposing method '{name}' failed: {type(e).__name__}: {e}") from e
 
     sig = ep.graph_signature
     graph = ep.graph_module.graph

@@ -167,9 +167,10 @@ def format_unsupported(found: Sequence[Tuple[str, str, fx.Node, str]], max_locat
             lines.append(f"    - {where}" + (f" [method '{method}']" if len(methods) > 1 else ""))
         if len(uses) > max_locations:
             lines.append(f"    - ... and {len(uses) - max_locations} more")
-    lines.append("supported operators are listed in kiln.export.operators.SUPPORTED_OPERATORS; "
-                 "functional custom operators of other namespaces (torch.library) are accepted "
-                 "and need a kernel from a plugin library at run time")
+    lines.append("ways forward: `kiln ops` (or docs/operators.md) lists the operators kiln runs, so the "
+                 "model may be rewritten with those; or declare the missing piece as a custom operator "
+                 "(torch.library.custom_op) and give it a kernel in a plugin library, as docs/extending.md "
+                 "shows")
     return "\n".join(lines)
 
 

@@ -72,6 +72,12 @@ class [[nodiscard]] KILN_API Status {
 // printf-style formatting used by the KILN_ macros.
 KILN_API std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+namespace detail {
+// Prints "kiln: ... used without a value: <status>" to stderr and aborts: what an unchecked
+// `->`, `*` or value() on a failed Result does, so that the program says why it stopped.
+[[noreturn]] KILN_API void result_without_value(const Status& status) noexcept;
+}  // namespace detail
+
 // Holds either a T or a failed Status; ok() and status() agree by construction.
 template <typename T>
 class [[nodiscard]] Result {
@@ -101,7 +107,8 @@ class [[nodiscard]] Result {
   const Status& status() const noexcept { return status_; }
   Error error() const noexcept { return status_.code(); }
 
-  // Precondition: ok(). Checked: calling these on an error is a programming bug.
+  // Precondition: ok(). Checked: calling these on an error is a programming bug, which prints the
+  // error and aborts.
   T& value() & { return value_ref(); }
   const T& value() const& { return const_cast<Result*>(this)->value_ref(); }
   T&& value() && { return std::move(value_ref()); }
@@ -111,7 +118,7 @@ class [[nodiscard]] Result {
 
  private:
   T& value_ref() {
-    if (!has_value_) __builtin_trap();
+    if (!has_value_) detail::result_without_value(status_);
     return *reinterpret_cast<T*>(&storage_);
   }
   void reset() {

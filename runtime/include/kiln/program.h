@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -171,11 +172,17 @@ class KILN_API Method {
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);
+  Result<std::vector<Tensor>> run(std::initializer_list<Tensor> inputs) {
+    return run(Span<const Tensor>(inputs.begin(), inputs.size()));
+  }
 
   // The same, recording into `profile` (kiln/profile.h) how long each
   // instruction and each thread-pool chunk took and the shapes each saw.
   Status execute(Profile* profile);
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs, Profile* profile);
+  Result<std::vector<Tensor>> run(std::initializer_list<Tensor> inputs, Profile* profile) {
+    return run(Span<const Tensor>(inputs.begin(), inputs.size()), profile);
+  }
 
   // The turn (see Threads above): waits for it, takes it if free, gives it back.
   void lock();

@@ -1,8 +1,13 @@
 // Span<T>: a non-owning view of contiguous elements (C++17 has no std::span).
+//
+// No constructor from a braced list: `Span<const int64_t> s = {1, 2};` would point at an array
+// that dies at the end of the statement. Functions that callers like to call with a braced list
+// (Tensor::view, Tensor::resize, Method::run) have std::initializer_list overloads instead, whose
+// list lives as long as the call.
 #pragma once
 
 #include <cstddef>
-#include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 namespace kiln {
@@ -16,8 +21,6 @@ class Span {
   Span(const std::vector<U>& v) noexcept : data_(v.data()), size_(v.size()) {}
   template <typename U, typename = std::enable_if_t<std::is_convertible_v<U (*)[], T (*)[]>>>
   Span(std::vector<U>& v) noexcept : data_(v.data()), size_(v.size()) {}
-  constexpr Span(std::initializer_list<std::remove_const_t<T>> list) noexcept
-      : data_(list.begin()), size_(list.size()) {}
 
   constexpr T* data() const noexcept { return data_; }
   constexpr size_t size() const noexcept { return size_; }

@@ -58,6 +58,14 @@ class KILN_API Tensor {
                      ScalarType dtype = ScalarType::Float32) noexcept {
     return view(const_cast<void*>(data), sizes, dtype);
   }
+  static Tensor view(void* data, std::initializer_list<int64_t> sizes,
+                     ScalarType dtype = ScalarType::Float32) noexcept {
+    return view(data, Span<const int64_t>(sizes.begin(), sizes.size()), dtype);
+  }
+  static Tensor view(const void* data, std::initializer_list<int64_t> sizes,
+                     ScalarType dtype = ScalarType::Float32) noexcept {
+    return view(const_cast<void*>(data), Span<const int64_t>(sizes.begin(), sizes.size()), dtype);
+  }
 
   ScalarType dtype() const noexcept { return dtype_; }
   int dim() const noexcept { return dim_; }
@@ -74,6 +82,9 @@ class KILN_API Tensor {
   // Sets new sizes; fails if there are too many dims, a negative size, or the
   // result would not fit in capacity(). Never allocates.
   Status resize(Span<const int64_t> sizes) noexcept;
+  Status resize(std::initializer_list<int64_t> sizes) noexcept {
+    return resize(Span<const int64_t>(sizes.begin(), sizes.size()));
+  }
   // Sets sizes and data without a capacity check; for the runtime when binding.
   void reset(void* data, Span<const int64_t> sizes, ScalarType dtype, size_t capacity) noexcept;
 
