@@ -20,18 +20,10 @@ import torch
 from . import smollm2 as zoo
 
 
-class HeadLlama(zoo.Llama):
-    """zoo.Llama whose output projection is a module (`output`) instead of F.linear on the
-    embedding's weight, so that kiln.export.quantize can replace it (tied: it shares the
-    embedding's Parameter, or its quantized tensors)."""
-
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        x = self.tok_embeddings(tokens)
-        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]
-        mask = torch.arange(self.capacity, device=tokens.device)[None, :] <= input_pos[:, None]
-        for layer in self.layers:
-            x = layer(x, cos, sin, input_pos, mask)
-        return self.output(self.norm(x))
+# The model with an output projection module (`output`) instead of the projection by the embedding's
+# weight, so that kiln.export.quantize can replace it: zoo.Llama with an untied config, whose
+# `output` then shares the embedding's Parameter (or its quantized tensors).
+HeadLlama = zoo.Llama
 
 
 def _rope_row_order(rows: int, n_heads: int) -> np.ndarray:
