@@ -111,6 +111,9 @@ class Tokenize:
 def embed_pipeline(ds, program: Path, *, actors: int, cpus_per_actor: float = 1, column: str = "sentence",
                    keep=("id", "sentence")):
     """The Ray Data pipeline: tokenize, then MiniLM through kiln.ray (embedding column)."""
+    # A parquet file is read as one block, and a block goes to one actor: cut it into
+    # blocks of one batch (a streaming repartition) so that every actor gets work.
+    ds = ds.repartition(target_num_rows_per_block=MAX_ROWS)
     ds = ds.map_batches(Tokenize, fn_constructor_args=(tokenizer_file(), column), concurrency=1,
                         batch_size=MAX_ROWS)
     return kiln.ray.map_batches(ds, program, input_columns=["input_ids", "attention_mask"],
