@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+import kiln.ray
+
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 64
 
@@ -85,10 +87,10 @@ def model_stage(ds, runtime: str, program: Path, actors: int, embed):
     if runtime == "kiln":
         return embed.embed_pipeline(ds, program, actors=actors, keep=("id",))
     ds = ds.repartition(target_num_rows_per_block=BATCH)
-    ds = ds.map_batches(embed.Tokenize, fn_constructor_args=(embed.tokenizer_file(), "sentence"), concurrency=1,
-                        batch_size=BATCH)
-    return ds.map_batches(EagerMiniLM, fn_constructor_args=(str(REPO / "tests"), 1), concurrency=actors,
-                          num_cpus=1, batch_size=BATCH)
+    ds = ds.map_batches(embed.Tokenize, fn_constructor_args=(embed.tokenizer_file(), "sentence"),
+                        batch_size=BATCH, **kiln.ray.actor_pool(1))
+    return ds.map_batches(EagerMiniLM, fn_constructor_args=(str(REPO / "tests"), 1), num_cpus=1, batch_size=BATCH,
+                          **kiln.ray.actor_pool(actors))
 
 
 def run(runtime: str, source: Path, program: Path, actors: int, embed) -> tuple:

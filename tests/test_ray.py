@@ -82,7 +82,7 @@ def collect(ds, column="y"):
 
 
 def dataset(x):
-    return ray.data.from_items([{"x": row, "id": i} for i, row in enumerate(x)])
+    return ray.data.from_items([{"x": row, "id": i, "name": f"row {i}"} for i, row in enumerate(x)])
 
 
 # -- through Ray -------------------------------------------------------------------------------------
@@ -124,11 +124,14 @@ def test_batches_below_the_minimum_are_padded(cluster, exported):
 def test_pandas_and_pyarrow_batches(cluster, exported, batch_format):
     path = exported("mlp_dynamic_batch")[0]
     x = rows(90)
-    ds = kiln.ray.map_batches(dataset(x), path, input_columns=["x"], output_columns=["y"], keep_columns=["id"],
-                              kernels=KERNELS, actors=1, batch_size=50, batch_format=batch_format)
+    ds = kiln.ray.map_batches(dataset(x), path, input_columns=["x"], output_columns=["y"],
+                              keep_columns=["id", "name"], kernels=KERNELS, actors=1, batch_size=50,
+                              batch_format=batch_format)
     ids, y = collect(ds)
     assert ids.tolist() == list(range(90))
     assert_close(y, plain_loop(path, x, 1), 1e-5)
+    names = ds.take_batch(batch_size=90, batch_format="numpy")
+    assert all(name == f"row {i}" for i, name in zip(names["id"], names["name"]))  # kept columns as they came
 
 
 def test_a_failing_batch_names_its_rows(cluster, exported):

@@ -114,8 +114,8 @@ def embed_pipeline(ds, program: Path, *, actors: int, cpus_per_actor: float = 1,
     # A parquet file is read as one block, and a block goes to one actor: cut it into
     # blocks of one batch (a streaming repartition) so that every actor gets work.
     ds = ds.repartition(target_num_rows_per_block=MAX_ROWS)
-    ds = ds.map_batches(Tokenize, fn_constructor_args=(tokenizer_file(), column), concurrency=1,
-                        batch_size=MAX_ROWS)
+    ds = ds.map_batches(Tokenize, fn_constructor_args=(tokenizer_file(), column), batch_size=MAX_ROWS,
+                        **kiln.ray.actor_pool(1))
     return kiln.ray.map_batches(ds, program, input_columns=["input_ids", "attention_mask"],
                                 output_columns=["embedding"], keep_columns=list(keep),
                                 pad_ragged={"input_ids": 0, "attention_mask": 0},

@@ -32,7 +32,7 @@ from ._program import load
 from ._registry import set_num_threads
 from .errors import InvalidArgument, InvalidInput, KilnError
 
-__all__ = ["Predictor", "map_batches", "local_copy"]
+__all__ = ["Predictor", "map_batches", "local_copy", "actor_pool", "row_bounds"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -120,9 +120,9 @@ class Predictor:
         else:
             outputs = [a[0] if len(a) == 1 else np.concatenate(a) for a in outputs]
         result = {name: value for name, value in zip(self.output_columns, outputs)}
-        for c in self.keep_columns:
-            result.setdefault(c, columns[c])
-        return _as_kind(kind, result)
+        kept = {c: batch.column(c) if kind == "pyarrow" else columns[c]
+                for c in self.keep_columns if c not in result}
+        return _as_kind(kind, result, kept)
 
     def _run_chunk(self, columns: dict, start: int, stop: int) -> list:
         rows = stop - start
@@ -218,16 +218,17 @@ def _stack_rows(column, name: str, pad_value) -> np.ndarray:
     return out
 
 
-def _as_kind(kind: str, result: dict):
+def _as_kind(kind: str, result: dict, kept: dict):
+    """The outputs (numpy) and the kept input columns (as they came) in the batch's own format."""
     if kind == "dict":
-        return result
+        return {**result, **kept}
     if kind == "pandas":
         import pandas as pd
 
-        return pd.DataFrame({k: list(v) if v.ndim > 1 else v for k, v in result.items()})
+        return pd.DataFrame({**{k: list(v) if v.ndim > 1 else v for k, v in result.items()}, **kept})
     import pyarrow as pa
 
-    return pa.table({k: _numpy_to_arrow(v) for k, v in result.items()})
+    return pa.table({**{k: _numpy_to_arrow(v) for k, v in result.items()}, **kept})
 
 
 def _numpy_to_arrow(x: np.ndarray):
@@ -276,8 +277,19 @@ def map_batches(ds, program: PathLike, *, input_columns: Optional[Sequence[str]]
         batch_size = row_bounds(spec.input_specs, f"method '{method}' of {os.fspath(program)}")[1]
     options = dict(predictor_options, input_columns=input_columns, output_columns=output_columns, method=method)
     return ds.map_batches(Predictor, fn_constructor_args=(program,), fn_constructor_kwargs=options,
-                          concurrency=actors, num_cpus=cpus_per_actor, batch_size=batch_size,
-                          batch_format=batch_format)
+                          num_cpus=cpus_per_actor, batch_size=batch_size, batch_format=batch_format,
+                          **actor_pool(actors))
+
+
+def actor_pool(actors: int) -> dict:
+    """The map_batches keyword for a fixed pool of `actors` actors: `compute` since Ray 2.51
+    (which deprecated `concurrency`), `concurrency` before."""
+    import ray
+
+    version = tuple(int(p) for p in ray.__version__.split(".")[:2] if p.isdigit())
+    if version >= (2, 51):
+        return {"compute": ray.data.ActorPoolStrategy(size=actors)}
+    return {"concurrency": actors}
 
 
 def local_copy(source: str, dest: PathLike, download: Callable[[str, str], None]) -> str:
