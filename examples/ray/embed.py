@@ -172,7 +172,7 @@ def main() -> None:
         start = time.perf_counter()
         ds = embed_pipeline(ray.data.read_parquet(str(source)), program, actors=args.actors, column=args.column,
                             keep=keep)
-        ds.write_parquet(str(args.output))
+        ds.write_parquet(str(args.output), min_rows_per_file=100_000)  # few files, not one per block
         seconds = time.perf_counter() - start
     finally:
         ray.shutdown()
