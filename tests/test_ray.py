@@ -62,7 +62,7 @@ def rows(n=ROWS, features=32, seed=0):
 
 # The reference kernels on both sides: these tests check how kiln.ray splits, pads and
 # reassembles batches, not the kernel tiers (test_kernel_tiers.py does). The optimized
-# fused linear + tanh of the MLP is wrong for a single row (reported with issue 13), and
+# fused linear + tanh of the MLP is wrong for a single row (a kernel bug found here), and
 # Ray may hand an actor a 1-row batch at a block boundary.
 KERNELS = "portable"
 
@@ -176,6 +176,14 @@ def test_actor_threads_follow_num_cpus(cluster, exported):
 
 
 # -- without Ray (the Predictor is a plain callable) ----------------------------------------------
+
+
+def test_a_batch_is_split_at_the_bound_and_reassembled(exported):
+    path = exported("mlp_dynamic_batch")[0]  # up to 64 rows a call: 150 = 64 + 64 + 22
+    x = rows(150)
+    out = kiln.ray.Predictor(path, input_columns=["x"], output_columns=["y"], kernels=KERNELS)({"x": x})
+    assert list(out) == ["y"]
+    assert_close(out["y"], plain_loop(path, x, 1), 1e-5)
 
 
 def test_refuses_small_batches_when_asked(exported):
