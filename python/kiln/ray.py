@@ -111,8 +111,13 @@ class Predictor:
             try:
                 chunk = self._run_chunk(columns, start, stop)
             except KilnError as e:
-                raise type(e)(f"kiln.ray: batch {self.batches} of this actor ({n} rows) failed in rows "
-                              f"{start}..{stop - 1}{self._ids(columns, start, stop)} of {self.path}: {e}") from e
+                message = (f"kiln.ray: batch {self.batches} of this actor ({n} rows) failed in rows "
+                           f"{start}..{stop - 1}{self._ids(columns, start, stop)} of {self.path}: {e}")
+                try:
+                    error = type(e)(message)  # the same kind of error, so callers can still tell them apart
+                except TypeError:
+                    error = KilnError(message)
+                raise error from e
             for acc, value in zip(outputs, chunk):
                 acc.append(value)
         if n == 0:
@@ -133,8 +138,9 @@ class Predictor:
         args = []
         for name, spec in zip(self.input_columns, self.method.input_specs):
             x = _stack_rows(columns[name][start:stop], name, self.pad_ragged.get(name))
-            if x.dtype != spec.dtype and np.can_cast(x.dtype, spec.dtype, "same_kind"):
-                x = x.astype(spec.dtype)
+            if x.dtype != spec.dtype and (np.can_cast(x.dtype, spec.dtype, "safe")
+                                          or x.dtype.kind == np.dtype(spec.dtype).kind == "f"):
+                x = x.astype(spec.dtype)  # int32 -> int64, float64 -> float32; anything else kiln refuses
             if want > rows:  # repeat the last row: a row the model accepts, whose outputs are dropped
                 x = np.concatenate([x, np.repeat(x[-1:], want - rows, axis=0)])
             args.append(np.ascontiguousarray(x))
