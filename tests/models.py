@@ -147,6 +147,9 @@ def build(name: str):
     if name == "mlp_dynamic_batch":  # the batch dimension varies per call, up to 64
         batch = torch.export.Dim("batch", max=64)
         return MLP().eval(), (torch.randn(4, 32),), {"dynamic_shapes": ({0: batch},)}
+    if name == "mlp_batch_2_to_8":  # the batch dimension varies per call, from 2 to 8 rows
+        batch = torch.export.Dim("batch", min=2, max=8)
+        return MLP().eval(), (torch.randn(4, 32),), {"dynamic_shapes": ({0: batch},)}
     if name == "mlp_f64":
         return MLP().double().eval(), (torch.randn(4, 32, dtype=torch.float64),), {}
     raise KeyError(name)
