@@ -60,11 +60,9 @@ def rows(n=ROWS, features=32, seed=0):
     return rng.standard_normal((n, features), dtype=np.float32)
 
 
-# The reference kernels on both sides: these tests check how kiln.ray splits, pads and
-# reassembles batches, not the kernel tiers (test_kernel_tiers.py does). The optimized
-# fused linear + tanh of the MLP is wrong for a single row (a kernel bug found here), and
-# Ray may hand an actor a 1-row batch at a block boundary.
-KERNELS = "portable"
+# The default (fastest) kernels on both sides, as a user runs them: Ray may hand an actor a 1-row
+# batch at a block boundary, which the plain loop meets too.
+KERNELS = ""
 
 
 def plain_loop(path, x, rows_per_call):
