@@ -227,6 +227,29 @@ CASES = {
     "triu": ("aten::triu.default", torch.triu, (randn(6, 4),)),
     "triu_diagonal_int": ("aten::triu.default", lambda x: x.triu(-1), (randint(1, 9, 2, 4, 4),)),
     "triu_diagonal_past_the_end": ("aten::triu.default", lambda x: x.triu(10), (randn(3, 4),)),
+    # sorting, cumulative products, statistics, group norm
+    "sort": ("aten::sort.default", lambda x: x.sort(1), (distinct(3, 4, 5),)),
+    "sort_descending_nan_int": ("aten::sort.default", lambda x, n: (*x.sort(-1, descending=True), *n.sort(0)),
+                                (torch.tensor([[1.0, float("nan"), -2.0, 5.0], [0.5, 0.25, float("nan"), 9.0]]),
+                                 randint(-50, 50, 6, 2))),
+    "sort_stable_ties": ("aten::sort.stable", lambda x: x.sort(stable=True, dim=0, descending=True),
+                         (torch.tensor([[1.0, 2.0], [3.0, 2.0], [1.0, 2.0], [3.0, 0.0]]),)),
+    "argsort": ("aten::sort.default", lambda x: x.argsort(-1, descending=True), (distinct(2, 7),)),
+    "cumprod": ("aten::cumprod.default", lambda x: x.cumprod(1), (X * 0.5 + 1,)),
+    "cumprod_int_dtype": ("aten::cumprod.default", lambda x: x.cumprod(-1, dtype=torch.float64),
+                          (randint(-3, 4, 3, 5),)),
+    "var": ("aten::var.correction", lambda x: x.var(1), (X,)),
+    "var_correction0_keepdim": ("aten::var.correction", lambda x: x.var((0, -1), correction=0, keepdim=True), (X,)),
+    "std_all": ("aten::var.correction", lambda x: x.std(), (X * 3,)),
+    "var_single_element": ("aten::var.correction", lambda x: x.var(-1), (randn(3, 1),)),
+    "group_norm": ("aten::group_norm.default", lambda x, w, b: F.group_norm(x, 3, w, b),
+                   (randn(2, 6, 5, 7) * 2 + 1, randn(6), randn(6))),
+    "group_norm_no_affine_3d": ("aten::group_norm.default", lambda x: F.group_norm(x, 2, eps=1e-3),
+                                (randn(3, 4, 9),)),
+    "group_norm_module": ("aten::group_norm.default", torch.nn.GroupNorm(4, 8).eval(), (randn(1, 8, 3, 3),)),
+    # pixel_shuffle / pixel_unshuffle export as view, permute and copies
+    "pixel_shuffle": ("aten::permute.default", lambda x: F.pixel_shuffle(x, 2), (randn(1, 8, 3, 5),)),
+    "pixel_unshuffle": ("aten::permute.default", lambda x: F.pixel_unshuffle(x, 3), (randn(2, 2, 6, 3),)),
     "gelu_tanh": ("aten::gelu.default", lambda x: F.gelu(x, approximate="tanh"), (X,)),
     # operators of the vision and encoder models that were supported before (checked here too)
     "gelu": ("aten::gelu.default", F.gelu, (X,)),
@@ -440,3 +463,81 @@ def test_tiny_decoder_step_with_kv_cache(out_dir):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert_close(g, w.numpy(), TOLERANCE)
+
+
+def _dim(name, lo=1, hi=16):
+    return torch.export.Dim(name, min=lo, max=hi)
+
+
+# name -> (operator, function, example inputs, dynamic_shapes, inputs of further runs): sizes the
+# kernels see only at run time (pads, output sizes from scale factors, shifts modulo a dynamic size).
+DYNAMIC_CASES = {
+    "constant_pad_nd": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (1, -1, 2, 0), value=3.0),
+                        (randn(2, 3, 5, 7),), ({0: _dim("b"), 3: _dim("w", 2)},),
+                        [(randn(1, 3, 5, 2),), (randn(4, 3, 5, 11),)]),
+    "upsample_nearest_scale2": ("aten::upsample_nearest2d.default",
+                                lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+                                (randn(1, 2, 4, 6),), ({2: _dim("h"), 3: _dim("w")},),
+                                [(randn(1, 2, 3, 5),), (randn(1, 2, 1, 9),)]),
+    "upsample_bilinear_scale3": ("aten::upsample_bilinear2d.default",
+                                 lambda x: F.interpolate(x, scale_factor=3, mode="bilinear"),
+                                 (randn(2, 2, 4, 6),), ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")},),
+                                 [(randn(1, 2, 3, 5),), (randn(3, 2, 9, 1),)]),
+    "upsample_bilinear_size_align_corners": ("aten::upsample_bilinear2d.default",
+                                             lambda x: F.interpolate(x, size=(5, 8), mode="bilinear",
+                                                                     align_corners=True),
+                                             (randn(1, 2, 4, 6),), ({2: _dim("h"), 3: _dim("w")},),
+                                             [(randn(1, 2, 1, 1),), (randn(1, 2, 11, 3),)]),
+    "flip": ("aten::flip.default", lambda x: x.flip(0, -1), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+             [(randn(1, 7),), (randn(5, 1),)]),
+    "roll": ("aten::roll.default", lambda x: x.roll((3, -2), (1, 0)), (randn(3, 4),),
+             ({0: _dim("m"), 1: _dim("n")},), [(randn(1, 7),), (randn(5, 2),)]),
+    "tril": ("aten::tril.default", lambda x: x.tril(-1), (randn(2, 3, 4),), ({1: _dim("m"), 2: _dim("n")},),
+             [(randn(2, 6, 2),), (randn(2, 1, 9),)]),
+    "logsumexp": ("aten::logsumexp.default", lambda x: x.logsumexp(-1), (randn(3, 4),),
+                  ({0: _dim("m"), 1: _dim("n")},), [(randn(1, 9) * 20,), (randn(6, 1),)]),
+    "sort": ("aten::sort.default", lambda x: x.sort(-1), (distinct(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+             [(distinct(1, 9),), (distinct(6, 1),)]),
+    "var": ("aten::var.correction", lambda x: x.var(0, correction=0), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+            [(randn(1, 9),), (randn(7, 2),)]),
+    "cumprod": ("aten::cumprod.default", lambda x: x.cumprod(0), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+                [(randn(1, 9),), (randn(7, 2),)]),
+    "group_norm": ("aten::group_norm.default", lambda x, w: F.group_norm(x, 2, w), (randn(2, 4, 3, 5), randn(4)),
+                   ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")}, None), [(randn(1, 4, 1, 1), randn(4)),
+                                                                       (randn(3, 4, 6, 2), randn(4))]),
+    "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
+                     ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_CASES))
+def test_operator_with_dynamic_shapes_matches_eager(name, out_dir):
+    from kiln.export import export
+
+    key, fn, inputs, dynamic_shapes, runs = DYNAMIC_CASES[name]
+    model = Fn(fn).eval()
+    path = out_dir / f"dynamic_{name}.kiln"
+    report = export(model, inputs, path, dynamic_shapes=(dynamic_shapes,))  # forward(*args): one tuple
+    assert key in report.methods["forward"].operators, report.methods["forward"].operators
+    program = kiln.load(path)
+    for run_inputs in [inputs] + runs:
+        got = program.forward(*[t.numpy() for t in run_inputs])
+        with torch.no_grad():
+            want = model(*run_inputs)
+        want = [want] if isinstance(want, torch.Tensor) else list(want)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.numpy().dtype, (g.shape, g.dtype, w.shape, w.dtype)
+            assert_close(g, w.numpy(), TOLERANCE, name)
+
+
+def test_fractional_scale_factor_of_a_dynamic_size_is_refused_at_export(out_dir):
+    # floor(1.5 * h) is a float expression of a dynamic size, which kiln's run-time sizes cannot
+    # compute; integer scale factors and fixed output sizes work (DYNAMIC_CASES).
+    from kiln.export import export
+
+    path = out_dir / "dynamic_fractional_upsample.kiln"
+    with pytest.raises(kiln.ExportError, match="cannot compute the size expression"):
+        export(Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")).eval(), (randn(1, 2, 4, 6),),
+               path, dynamic_shapes=(({2: _dim("h", 2)},),))
+    assert not path.exists()

@@ -162,6 +162,12 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::roll.default",
     "aten::tril.default",
     "aten::triu.default",
+    # sorting, cumulative products, statistics
+    "aten::sort.default",
+    "aten::sort.stable",
+    "aten::cumprod.default",
+    "aten::var.correction",
+    "aten::group_norm.default",
     "aten::scaled_dot_product_attention.default",
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     "kiln::fused_linear.default",
@@ -197,6 +203,7 @@ KEEP_UNDECOMPOSED: Tuple[str, ...] = (
     "aten::tril.default",
     "aten::triu.default",
     "aten::logsumexp.default",
+    "aten::group_norm.default",    # one kernel (not native_group_norm's three outputs)
 )
 
 
@@ -333,6 +340,10 @@ OP_SPECS.update({
         OpSpec("aten::logsumexp.default", dim_args=_DIM, cast_args=("self",)),
         OpSpec("aten::flip.default", dim_args=(("dims", "self"),)),
         OpSpec("aten::roll.default", dim_args=(("dims", "self"),)),
+        OpSpec("aten::sort.default", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::sort.stable", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::cumprod.default", dim_args=_DIM),
+        OpSpec("aten::var.correction", dim_args=_DIM),
         OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa),
         OpSpec("kiln_quantized::linear.default", half_args=("scales", "mins")),
         OpSpec("kiln_quantized::embedding.default", half_args=("scales", "mins")),
