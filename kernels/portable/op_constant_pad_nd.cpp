@@ -32,12 +32,12 @@ void pad_rows(const Tensor& x, Tensor& y, const int64_t* lo, U fill) {
       U* row = yp + r * out_last;
       int64_t rem = r, src = 0, stride = in_last;
       bool inside = true;
-      for (int d = nd - 2; d >= 0; --d) {
+      for (int d = nd - 2; d >= 0 && inside; --d) {
         const int64_t o = rem % y.sizes()[d];
         rem /= y.sizes()[d];
         const int64_t i = o - lo[d];
-        inside = inside && i >= 0 && i < x.sizes()[d];
-        src += i * stride;
+        inside = i >= 0 && i < x.sizes()[d];  // only then is i * stride an offset into x
+        if (inside) src += i * stride;
         stride *= x.sizes()[d];
       }
       if (!inside) {
