@@ -67,7 +67,7 @@ Status group_norm_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-KILN_REGISTER_KERNEL("aten::group_norm.default", "*", group_norm_run);
+KILN_REGISTER_KERNEL("aten::group_norm.default", "f32|f32,f32|f32,f32,f32", group_norm_run);
 
 }  // namespace portable
 }  // namespace kernels
