@@ -250,6 +250,18 @@ CASES = {
     # pixel_shuffle / pixel_unshuffle export as view, permute and copies
     "pixel_shuffle": ("aten::permute.default", lambda x: F.pixel_shuffle(x, 2), (randn(1, 8, 3, 5),)),
     "pixel_unshuffle": ("aten::permute.default", lambda x: F.pixel_unshuffle(x, 3), (randn(2, 2, 6, 3),)),
+    # 0-d tensors where the operator allows them
+    "constant_pad_nd_0d": ("aten::constant_pad_nd.default", lambda x: torch.constant_pad_nd(x, []) + x,
+                           (torch.tensor(1.25),)),
+    "flip_0d": ("aten::flip.default", lambda x: x.flip(0) * 2, (torch.tensor(-3.5),)),
+    "roll_0d": ("aten::roll.default", lambda x: x.roll(5) * 2, (torch.tensor(0.75),)),
+    "logsumexp_0d": ("aten::logsumexp.default", lambda x: x.logsumexp(0), (torch.tensor(2.5),)),
+    "clamp_tensor_0d_bounds": ("aten::clamp.Tensor", torch.clamp, (X, torch.tensor(-0.5), torch.tensor(0.75))),
+    "fmod_tensor_0d": ("aten::fmod.Tensor", torch.fmod, (torch.tensor(-7.5), randn(4) + 3)),
+    "sort_0d": ("aten::sort.default", lambda x: x.sort(0), (torch.tensor(4.0),)),
+    "cumprod_0d": ("aten::cumprod.default", lambda x: x.cumprod(0), (torch.tensor(-1.5),)),
+    "var_0d_correction0": ("aten::var.correction", lambda x: x.var(correction=0), (torch.tensor(3.0),)),
+    "leaky_relu_0d": ("aten::leaky_relu.default", lambda x: F.leaky_relu(x, 0.3), (torch.tensor(-2.0),)),
     "gelu_tanh": ("aten::gelu.default", lambda x: F.gelu(x, approximate="tanh"), (X,)),
     # operators of the vision and encoder models that were supported before (checked here too)
     "gelu": ("aten::gelu.default", F.gelu, (X,)),
