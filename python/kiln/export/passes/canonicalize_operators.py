@@ -12,6 +12,8 @@ reported as unsupported, or raise ExportError with the reason.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.fx as fx
 
@@ -204,7 +206,12 @@ def _upsample_vec(new_target, *extra):
             return False
         sh, sw = (None, None) if scales is None else (float(scales[0]), float(scales[1]))
         args = (a["input"], shape[2:], *[a[e] for e in extra], sh, sw)
-        ctx.replace(node, ctx.call(new_target, args, like=node, val=node.meta["val"]))
+        with warnings.catch_warnings():
+            # A size computed from a scale factor is a bare torch.SymInt when the input's size is
+            # dynamic; the lowering turns it into run-time IntOps (symbolic.py), as for view sizes.
+            warnings.filterwarnings("ignore", message="Raw SymInt value")
+            new = ctx.call(new_target, args, like=node, val=node.meta["val"])
+        ctx.replace(node, new)
         return True
     return rewrite
 
