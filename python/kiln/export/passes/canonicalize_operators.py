@@ -254,6 +254,8 @@ REWRITES = {
     aten.div.Scalar: _scalar_binary(aten.div.Tensor),
     aten.rsub.Scalar: _scalar_binary(aten.sub.Tensor, swap=True),
     aten.rsub.Tensor: _scalar_binary(aten.sub.Tensor, swap=True),
+    # `5 % x`: the Python scalar becomes a 0-d constant of the output dtype (lowering).
+    aten.remainder.Scalar_Tensor: _simple(aten.remainder.Tensor),
     aten.where.ScalarOther: _where_scalar,
     aten.where.ScalarSelf: _where_scalar,
     aten.where.Scalar: _where_scalar,
