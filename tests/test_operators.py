@@ -218,6 +218,8 @@ CASES = {
     "upsample_bilinear_f64_from_1x1": ("aten::upsample_bilinear2d.default",
                                        lambda x: F.interpolate(x, size=(2, 3), mode="bilinear"),
                                        (randn(1, 2, 1, 1, dtype=torch.float64),)),
+    "upsample_module_bilinear": ("aten::upsample_bilinear2d.default",
+                                 torch.nn.Upsample(scale_factor=2.5, mode="bilinear").eval(), (randn(1, 3, 4, 3),)),
     # reordering
     "flip": ("aten::flip.default", lambda x: x.flip(1, -1), (X,)),
     "flip_all_dims_int": ("aten::flip.default", lambda x: x.flip(0, 1, 2), (randint(-9, 9, 3, 1, 4),)),
