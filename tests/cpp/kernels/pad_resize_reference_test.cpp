@@ -1,6 +1,7 @@
 // The portable padding, resizing and reordering kernels of issue 11 (constant_pad_nd, upsample_nearest2d,
-// upsample_bilinear2d, flip, roll, tril, triu), logsumexp, clamp.Tensor and fmod: values at the limits
-// of their scalar arguments against index arithmetic, and the arguments a corrupt program may hold.
+// upsample_bilinear2d, flip, roll, tril, triu), logsumexp, clamp.Tensor, fmod, sort, cumprod,
+// var.correction and group_norm: values at the limits of their scalar arguments against index
+// arithmetic, and the arguments a corrupt program may hold.
 // (Ordinary values are compared with eager PyTorch in tests/test_operators.py.)
 #include <cmath>
 #include <limits>
@@ -359,6 +360,100 @@ KILN_TEST(portable_clamp_tensor_fmod) {
     Args s;
     s.tensor(a_).i(0);
     expect_rejected("fmod by the integer 0", "aten::fmod.Scalar", s, {&yi}, "division by zero");
+  }
+}
+
+KILN_TEST(portable_sort_cumprod_var_group_norm) {
+  {
+    // Ties keep their order (stable) in both directions; NaN is the largest value.
+    TestTensor x({5});
+    const float v[5] = {2, NAN, 1, 2, 1};
+    for (int i = 0; i < 5; ++i) x.f()[i] = v[i];
+    TestTensor y = out(), ix = out(ScalarType::Int64);
+    Args a;
+    a.tensor(x).i(0).b(false);
+    KILN_EXPECT(run_portable("aten::sort.default", a, {&y, &ix}).is_ok() && equals_f(y, {1, 1, 2, 2, NAN}) &&
+                    equals_i(ix, {2, 4, 0, 3, 1}),
+                "sort ascending");
+    Args d;
+    d.tensor(x).i(-1).b(true);
+    KILN_EXPECT(run_portable("aten::sort.default", d, {&y, &ix}).is_ok() && equals_f(y, {NAN, 2, 2, 1, 1}) &&
+                    equals_i(ix, {1, 0, 3, 2, 4}),
+                "sort descending");
+    Args bad;
+    bad.tensor(x).i(kMin).b(false);
+    expect_rejected("sort dim out of range", "aten::sort.default", bad, {&y, &ix}, "out of range");
+    TestTensor yf = out();
+    Args wrong;
+    wrong.tensor(x).i(0).b(false);
+    expect_rejected("sort indices not i64", "aten::sort.default", wrong, {&y, &yf}, "indices must be");
+    TestTensor m({3}, ScalarType::Bool), ym = out(ScalarType::Bool);
+    Args mb;
+    mb.tensor(m).i(0).b(false);
+    expect_rejected("sort of bool", "aten::sort.default", mb, {&ym, &ix}, "unsupported dtype");
+    Args st;
+    st.tensor(x).str("yes").i(0).b(false);
+    expect_rejected("sort.stable with a string for stable", "aten::sort.stable", st, {&y, &ix}, "must be a Bool");
+  }
+  {
+    // cumprod wraps around in integers, as PyTorch's.
+    TestTensor n = i64s({3}, {int64_t{1} << 62, 4, -1});
+    TestTensor y = out(ScalarType::Int64);
+    Args a;
+    a.tensor(n).i(0).none();
+    KILN_EXPECT(run_portable("aten::cumprod.default", a, {&y}).is_ok() && equals_i(y, {int64_t{1} << 62, 0, 0}),
+                "cumprod i64 wraps");
+  }
+  {
+    // var: correction 0 and 1, a correction at least the count (inf, or NaN for 0 / 0).
+    TestTensor x = iota_f32({2, 3});
+    TestTensor y = out();
+    Args a;
+    a.tensor(x).ints({1}).d(0).b(false);
+    KILN_EXPECT(run_portable("aten::var.correction", a, {&y}).is_ok() &&
+                    std::abs(y.f()[0] - 2.0f / 3) < 1e-6f && std::abs(y.f()[1] - 2.0f / 3) < 1e-6f,
+                "var correction 0");
+    Args b;
+    b.tensor(x).none().none().b(true);
+    KILN_EXPECT(run_portable("aten::var.correction", b, {&y}).is_ok() && has_shape(y, {1, 1}) &&
+                    std::abs(y.f()[0] - 3.5f) < 1e-6f,
+                "var of everything, correction 1");
+    Args c;
+    c.tensor(x).ints({0}).d(1e300).b(false);
+    KILN_EXPECT(run_portable("aten::var.correction", c, {&y}).is_ok() && std::isinf(y.f()[0]), "var huge correction");
+    Args nan;
+    nan.tensor(x).ints({0}).d(std::nan("")).b(false);
+    expect_rejected("var NaN correction", "aten::var.correction", nan, {&y}, "NaN");
+    Args twice;
+    twice.tensor(x).ints({1, -1}).none().b(false);
+    expect_rejected("var dim twice", "aten::var.correction", twice, {&y}, "more than once");
+  }
+  {
+    TestTensor x = iota_f32({2, 4, 3});
+    TestTensor w = iota_f32({4}), b3 = iota_f32({3});
+    TestTensor y = out();
+    auto args = [&](int64_t groups, TestTensor* weight, double eps) {
+      Args a;
+      a.tensor(x).i(groups);
+      weight != nullptr ? a.tensor(*weight) : a.none();
+      a.none().d(eps).b(true);
+      return a;
+    };
+    // Each group of 2 channels x 3 values is 0..5 shifted: mean 2.5, variance 35 / 12.
+    KILN_EXPECT(run_portable("aten::group_norm.default", args(2, nullptr, 0), {&y}).is_ok() &&
+                    std::abs(y.f()[0] + 2.5f / std::sqrt(35.0f / 12)) < 1e-5f,
+                "group_norm values");
+    expect_rejected("group_norm 0 groups", "aten::group_norm.default", args(0, nullptr, 0), {&y}, "divide");
+    expect_rejected("group_norm 3 groups of 4 channels", "aten::group_norm.default", args(3, nullptr, 0), {&y},
+                    "divide");
+    expect_rejected("group_norm INT64_MIN groups", "aten::group_norm.default", args(kMin, nullptr, 0), {&y},
+                    "divide");
+    expect_rejected("group_norm weight of 3", "aten::group_norm.default", args(2, &b3, 0), {&y}, "weight must be");
+    expect_rejected("group_norm negative eps", "aten::group_norm.default", args(2, &w, -1), {&y}, "eps");
+    TestTensor v = iota_f32({4});
+    Args flat;
+    flat.tensor(v).i(1).none().none().d(0).b(true);
+    expect_rejected("group_norm of a vector", "aten::group_norm.default", flat, {&y}, "[N, C, *]");
   }
 }
 
