@@ -135,6 +135,139 @@ CASES = {
     "remainder": ("aten::remainder.Scalar", lambda x: x % 0.3, (X,)),
     "remainder_tensor_int": ("aten::remainder.Tensor", torch.remainder,
                              (randint(-20, 20, 12), torch.tensor([3, -3, 5, -5] * 3))),
+    "remainder_tensor_float": ("aten::remainder.Tensor", torch.remainder,
+                               (randn(3, 4) * 5, torch.tensor([1.5, -1.5, 0.7, -2.25]))),
+    "remainder_scalar_int_negative": ("aten::remainder.Scalar", lambda x: x % -3, (randint(-20, 20, 12),)),
+    "remainder_int_by_float": ("aten::remainder.Scalar", lambda x: x % 2.5, (randint(-20, 20, 9),)),
+    "remainder_scalar_by_tensor": ("aten::remainder.Tensor", lambda x: 5 % x, (randn(3, 4) * 3,)),
+    "remainder_scalar_by_int_tensor": ("aten::remainder.Tensor", lambda x: -7 % x,
+                                       (torch.tensor([3, -3, 5, -5, 1, -1, 7, 2]),)),
+    "fmod_scalar": ("aten::fmod.Scalar", lambda x: torch.fmod(x, 0.3), (X * 2,)),
+    "fmod_scalar_negative_divisor": ("aten::fmod.Scalar", lambda x: torch.fmod(x, -0.7), (X * 3,)),
+    "fmod_tensor": ("aten::fmod.Tensor", torch.fmod, (randn(3, 4) * 5, torch.tensor([1.5, -1.5, 0.7, -2.25]))),
+    "fmod_tensor_int": ("aten::fmod.Tensor", torch.fmod,
+                        (randint(-20, 20, 2, 12), torch.tensor([3, -3, 5, -5, 1, -1] * 2))),
+    "fmod_scalar_int": ("aten::fmod.Scalar", lambda x: torch.fmod(x, -4), (randint(-20, 20, 3, 5),)),
+    "fmod_int_by_float": ("aten::fmod.Scalar", lambda x: torch.fmod(x, 2.5), (randint(-20, 20, 7),)),
+    # where with Python scalars (where.ScalarOther / ScalarSelf / Scalar: 0-d constants for where.self)
+    "where_scalar_other": ("aten::where.self", lambda x: torch.where(x > 0, x, 1.5), (X,)),
+    "where_scalar_self": ("aten::where.self", lambda x: torch.where(x > 0, -2.0, x), (X,)),
+    "where_scalars": ("aten::where.self", lambda x: torch.where(x > 0.3, 2.0, -1.0), (X,)),
+    "where_scalar_int": ("aten::where.self", lambda x: torch.where(x > 0, x, 7), (randint(-5, 5, 4, 3),)),
+    # clamp with tensor bounds (broadcast; one of them may be missing)
+    "clamp_tensor": ("aten::clamp.Tensor", torch.clamp, (X, randn(6) - 0.5, randn(5, 1) + 0.5)),
+    "clamp_tensor_min_only": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, min=lo), (X, randn(5, 6))),
+    "clamp_tensor_max_only": ("aten::clamp.Tensor", lambda x, hi: torch.clamp(x, max=hi), (X, randn(2, 1, 1))),
+    "clamp_tensor_int": ("aten::clamp.Tensor", torch.clamp,
+                         (randint(-9, 9, 3, 4), randint(-5, 0, 4), randint(0, 5, 3, 1))),
+    "clamp_tensor_nan_crossed": ("aten::clamp.Tensor", torch.clamp,
+                                 (torch.tensor([float("nan"), 1.0, -3.0, 5.0]), torch.tensor([0.0, 2.0, -1.0, 1.0]),
+                                  torch.tensor([1.0, float("nan"), 4.0, -1.0]))),
+    # activations
+    "leaky_relu": ("aten::leaky_relu.default", lambda x: F.leaky_relu(x, 0.2), (X,)),
+    "leaky_relu_default_slope": ("aten::leaky_relu.default", F.leaky_relu, (randn(7),)),
+    "elu": ("aten::elu.default", lambda x: F.elu(x, 0.7), (X * 3,)),
+    "selu": ("aten::elu.default", F.selu, (X * 2,)),
+    "elu_input_scale": ("aten::elu.default", lambda x: torch.ops.aten.elu.default(x, 1.3, 0.8, 1.7),
+                        (randn(4, 5, dtype=torch.float64) * 3,)),
+    # log-sum-exp
+    "logsumexp": ("aten::logsumexp.default", lambda x: x.logsumexp(1), (X * 10,)),
+    "logsumexp_dims_keepdim": ("aten::logsumexp.default", lambda x: x.logsumexp((0, -1), keepdim=True), (X * 30,)),
+    "logsumexp_infinities": ("aten::logsumexp.default", lambda x: x.logsumexp(-1),
+                             (torch.tensor([[float("-inf")] * 3, [1.0, float("inf"), 2.0], [float("nan"), 0.0, 1.0],
+                                            [100.0, 100.0, -100.0]]),)),
+    "logsumexp_int": ("aten::logsumexp.default", lambda x: x.logsumexp(0), (randint(-9, 9, 4, 3),)),
+    # padding (negative pads crop)
+    "constant_pad_nd": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (1, 2), value=1.5), (X,)),
+    "constant_pad_nd_crop_three_dims": ("aten::constant_pad_nd.default",
+                                        lambda x: F.pad(x, (1, -2, -1, 3, 0, 1), value=-0.5), (randn(2, 3, 5, 7),)),
+    "constant_pad_nd_all_dims": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (0, 0, 2, 1, 1, 0)),
+                                 (randn(1, 4, 1),)),
+    "constant_pad_nd_int": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (2, 0, 1, 1), value=7),
+                            (randint(-5, 5, 3, 4),)),
+    "constant_pad_nd_crop_whole_row": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (-4, 1, 1, -1)),
+                                       (randn(3, 5),)),
+    # resizing (F.interpolate's .vec overloads become .default)
+    "upsample_nearest_size": ("aten::upsample_nearest2d.default",
+                              lambda x: F.interpolate(x, size=(7, 9), mode="nearest"), (randn(2, 3, 5, 7),)),
+    "upsample_nearest_scale2": ("aten::upsample_nearest2d.default",
+                                lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (randn(1, 2, 3, 5),)),
+    "upsample_nearest_scale_fractional": ("aten::upsample_nearest2d.default",
+                                          lambda x: F.interpolate(x, scale_factor=(1.5, 0.4), mode="nearest"),
+                                          (randn(1, 3, 5, 11),)),
+    "upsample_nearest_recompute_scale": ("aten::upsample_nearest2d.default",
+                                         lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest",
+                                                                 recompute_scale_factor=True), (randn(1, 2, 5, 3),)),
+    "upsample_nearest_u8_from_1x1": ("aten::upsample_nearest2d.default",
+                                      lambda x: F.interpolate(x, size=(3, 4), mode="nearest"),
+                                      (randint(0, 250, 2, 1, 1, 1, dtype=torch.uint8),)),
+    "upsample_nearest_default": ("aten::upsample_nearest2d.default",
+                                 lambda x: torch.ops.aten.upsample_nearest2d.default(x, [4, 6], 0.6, 1.0),
+                                 (randn(1, 2, 7, 6),)),
+    "upsample_bilinear_size": ("aten::upsample_bilinear2d.default",
+                               lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"), (randn(2, 3, 5, 7),)),
+    "upsample_bilinear_align_corners": ("aten::upsample_bilinear2d.default",
+                                        lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+                                        (randn(1, 2, 3, 5),)),
+    "upsample_bilinear_scale_fractional": ("aten::upsample_bilinear2d.default",
+                                           lambda x: F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear"),
+                                           (randn(1, 3, 5, 11),)),
+    "upsample_bilinear_down_align_corners": ("aten::upsample_bilinear2d.default",
+                                             lambda x: F.interpolate(x, size=(1, 3), mode="bilinear",
+                                                                     align_corners=True), (randn(2, 2, 6, 7),)),
+    "upsample_bilinear_f64_from_1x1": ("aten::upsample_bilinear2d.default",
+                                       lambda x: F.interpolate(x, size=(2, 3), mode="bilinear"),
+                                       (randn(1, 2, 1, 1, dtype=torch.float64),)),
+    "upsample_module_bilinear": ("aten::upsample_bilinear2d.default",
+                                 torch.nn.Upsample(scale_factor=2.5, mode="bilinear").eval(), (randn(1, 3, 4, 3),)),
+    # reordering
+    "flip": ("aten::flip.default", lambda x: x.flip(1, -1), (X,)),
+    "flip_all_dims_int": ("aten::flip.default", lambda x: x.flip(0, 1, 2), (randint(-9, 9, 3, 1, 4),)),
+    "flip_bool": ("aten::flip.default", lambda m: m.flip(0), (randn(5, 2) > 0,)),
+    "roll": ("aten::roll.default", lambda x: x.roll((2, -1), (1, 2)), (X,)),
+    "roll_flat": ("aten::roll.default", lambda x: x.roll(3), (X,)),
+    "roll_big_negative_shift": ("aten::roll.default", lambda x: x.roll(-13, 0), (randn(5, 3),)),
+    "roll_last_dim_int": ("aten::roll.default", lambda x: x.roll(4, -1), (randint(-9, 9, 2, 3, 7),)),
+    "tril": ("aten::tril.default", lambda x: x.tril(1), (X,)),
+    "tril_wide_negative_diagonal": ("aten::tril.default", lambda x: x.tril(-2), (randn(3, 8),)),
+    "triu": ("aten::triu.default", torch.triu, (randn(6, 4),)),
+    "triu_diagonal_int": ("aten::triu.default", lambda x: x.triu(-1), (randint(1, 9, 2, 4, 4),)),
+    "triu_diagonal_past_the_end": ("aten::triu.default", lambda x: x.triu(10), (randn(3, 4),)),
+    # sorting, cumulative products, statistics, group norm
+    "sort": ("aten::sort.default", lambda x: x.sort(1), (distinct(3, 4, 5),)),
+    "sort_descending_nan_int": ("aten::sort.default", lambda x, n: (*x.sort(-1, descending=True), *n.sort(0)),
+                                (torch.tensor([[1.0, float("nan"), -2.0, 5.0], [0.5, 0.25, float("nan"), 9.0]]),
+                                 randint(-50, 50, 6, 2))),
+    "sort_stable_ties": ("aten::sort.stable", lambda x: x.sort(stable=True, dim=0, descending=True),
+                         (torch.tensor([[1.0, 2.0], [3.0, 2.0], [1.0, 2.0], [3.0, 0.0]]),)),
+    "argsort": ("aten::sort.default", lambda x: x.argsort(-1, descending=True), (distinct(2, 7),)),
+    "cumprod": ("aten::cumprod.default", lambda x: x.cumprod(1), (X * 0.5 + 1,)),
+    "cumprod_int_dtype": ("aten::cumprod.default", lambda x: x.cumprod(-1, dtype=torch.float64),
+                          (randint(-3, 4, 3, 5),)),
+    "var": ("aten::var.correction", lambda x: x.var(1), (X,)),
+    "var_correction0_keepdim": ("aten::var.correction", lambda x: x.var((0, -1), correction=0, keepdim=True), (X,)),
+    "std_all": ("aten::var.correction", lambda x: x.std(), (X * 3,)),
+    "var_single_element": ("aten::var.correction", lambda x: x.var(-1), (randn(3, 1),)),
+    "group_norm": ("aten::group_norm.default", lambda x, w, b: F.group_norm(x, 3, w, b),
+                   (randn(2, 6, 5, 7) * 2 + 1, randn(6), randn(6))),
+    "group_norm_no_affine_3d": ("aten::group_norm.default", lambda x: F.group_norm(x, 2, eps=1e-3),
+                                (randn(3, 4, 9),)),
+    "group_norm_module": ("aten::group_norm.default", torch.nn.GroupNorm(4, 8).eval(), (randn(1, 8, 3, 3),)),
+    # pixel_shuffle / pixel_unshuffle export as view, permute and copies
+    "pixel_shuffle": ("aten::permute.default", lambda x: F.pixel_shuffle(x, 2), (randn(1, 8, 3, 5),)),
+    "pixel_unshuffle": ("aten::permute.default", lambda x: F.pixel_unshuffle(x, 3), (randn(2, 2, 6, 3),)),
+    # 0-d tensors where the operator allows them
+    "constant_pad_nd_0d": ("aten::constant_pad_nd.default", lambda x: torch.constant_pad_nd(x, []) + x,
+                           (torch.tensor(1.25),)),
+    "flip_0d": ("aten::flip.default", lambda x: x.flip(0) * 2, (torch.tensor(-3.5),)),
+    "roll_0d": ("aten::roll.default", lambda x: x.roll(5) * 2, (torch.tensor(0.75),)),
+    "logsumexp_0d": ("aten::logsumexp.default", lambda x: x.logsumexp(0), (torch.tensor(2.5),)),
+    "clamp_tensor_0d_bounds": ("aten::clamp.Tensor", torch.clamp, (X, torch.tensor(-0.5), torch.tensor(0.75))),
+    "fmod_tensor_0d": ("aten::fmod.Tensor", torch.fmod, (torch.tensor(-7.5), randn(4) + 3)),
+    "sort_0d": ("aten::sort.default", lambda x: x.sort(0), (torch.tensor(4.0),)),
+    "cumprod_0d": ("aten::cumprod.default", lambda x: x.cumprod(0), (torch.tensor(-1.5),)),
+    "var_0d_correction0": ("aten::var.correction", lambda x: x.var(correction=0), (torch.tensor(3.0),)),
+    "leaky_relu_0d": ("aten::leaky_relu.default", lambda x: F.leaky_relu(x, 0.3), (torch.tensor(-2.0),)),
     "gelu_tanh": ("aten::gelu.default", lambda x: F.gelu(x, approximate="tanh"), (X,)),
     # operators of the vision and encoder models that were supported before (checked here too)
     "gelu": ("aten::gelu.default", F.gelu, (X,)),
@@ -269,8 +402,12 @@ def test_every_new_operator_is_covered():
     cpp_only = {"aten::index_copy.default", "aten::full_like.default", "aten::scalar_tensor.default"}
     reference_tests = "".join(f.read_text() for f in (REPO / "tests" / "cpp" / "kernels").glob("*_reference_test.cpp"))
     assert [key for key in sorted(cpp_only) if f'"{key}"' not in reference_tests] == []
+    # The weight-only quantized operators are exported and compared with eager in tests/test_quantized.py.
+    quantized = {key for key in SUPPORTED_OPERATORS if key.startswith("kiln_quantized::")}
+    quantized_tests = (REPO / "tests" / "test_quantized.py").read_text()
+    assert [key for key in sorted(quantized) if f'"{key}"' not in quantized_tests] == []
     start = SUPPORTED_OPERATORS.index("aten::index.Tensor")
-    missing = set(SUPPORTED_OPERATORS[start:]) - covered - set(cpp_only)
+    missing = set(SUPPORTED_OPERATORS[start:]) - covered - set(cpp_only) - quantized
     assert not missing, sorted(missing)
 
 
@@ -344,3 +481,87 @@ def test_tiny_decoder_step_with_kv_cache(out_dir):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert_close(g, w.numpy(), TOLERANCE)
+
+
+def _dim(name, lo=1, hi=16):
+    return torch.export.Dim(name, min=lo, max=hi)
+
+
+# name -> (operator, function, example inputs, dynamic_shapes, inputs of further runs): sizes the
+# kernels see only at run time (pads, output sizes from scale factors, shifts modulo a dynamic size).
+DYNAMIC_CASES = {
+    "constant_pad_nd": ("aten::constant_pad_nd.default", lambda x: F.pad(x, (1, -1, 2, 0), value=3.0),
+                        (randn(2, 3, 5, 7),), ({0: _dim("b"), 3: _dim("w", 2)},),
+                        [(randn(1, 3, 5, 2),), (randn(4, 3, 5, 11),)]),
+    "upsample_nearest_scale2": ("aten::upsample_nearest2d.default",
+                                lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+                                (randn(1, 2, 4, 6),), ({2: _dim("h"), 3: _dim("w")},),
+                                [(randn(1, 2, 3, 5),), (randn(1, 2, 1, 9),)]),
+    "upsample_bilinear_scale3": ("aten::upsample_bilinear2d.default",
+                                 lambda x: F.interpolate(x, scale_factor=3, mode="bilinear"),
+                                 (randn(2, 2, 4, 6),), ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")},),
+                                 [(randn(1, 2, 3, 5),), (randn(3, 2, 9, 1),)]),
+    "upsample_bilinear_size_align_corners": ("aten::upsample_bilinear2d.default",
+                                             lambda x: F.interpolate(x, size=(5, 8), mode="bilinear",
+                                                                     align_corners=True),
+                                             (randn(1, 2, 4, 6),), ({2: _dim("h"), 3: _dim("w")},),
+                                             [(randn(1, 2, 1, 1),), (randn(1, 2, 11, 3),)]),
+    "upsample_to_the_size_of_another_input": ("aten::upsample_bilinear2d.default",
+                                              lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear") + y,
+                                              (randn(1, 2, 4, 6), randn(1, 2, 7, 5)),
+                                              ({2: _dim("h"), 3: _dim("w")}, {2: _dim("h2"), 3: _dim("w2")}),
+                                              [(randn(1, 2, 3, 5), randn(1, 2, 11, 2)),
+                                               (randn(1, 2, 9, 9), randn(1, 2, 2, 3))]),
+    "flip": ("aten::flip.default", lambda x: x.flip(0, -1), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+             [(randn(1, 7),), (randn(5, 1),)]),
+    "roll": ("aten::roll.default", lambda x: x.roll((3, -2), (1, 0)), (randn(3, 4),),
+             ({0: _dim("m"), 1: _dim("n")},), [(randn(1, 7),), (randn(5, 2),)]),
+    "tril": ("aten::tril.default", lambda x: x.tril(-1), (randn(2, 3, 4),), ({1: _dim("m"), 2: _dim("n")},),
+             [(randn(2, 6, 2),), (randn(2, 1, 9),)]),
+    "logsumexp": ("aten::logsumexp.default", lambda x: x.logsumexp(-1), (randn(3, 4),),
+                  ({0: _dim("m"), 1: _dim("n")},), [(randn(1, 9) * 20,), (randn(6, 1),)]),
+    "sort": ("aten::sort.default", lambda x: x.sort(-1), (distinct(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+             [(distinct(1, 9),), (distinct(6, 1),)]),
+    "var": ("aten::var.correction", lambda x: x.var(0, correction=0), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+            [(randn(1, 9),), (randn(7, 2),)]),
+    "cumprod": ("aten::cumprod.default", lambda x: x.cumprod(0), (randn(3, 4),), ({0: _dim("m"), 1: _dim("n")},),
+                [(randn(1, 9),), (randn(7, 2),)]),
+    "group_norm": ("aten::group_norm.default", lambda x, w: F.group_norm(x, 2, w), (randn(2, 4, 3, 5), randn(4)),
+                   ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")}, None), [(randn(1, 4, 1, 1), randn(4)),
+                                                                       (randn(3, 4, 6, 2), randn(4))]),
+    "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
+                     ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_CASES))
+def test_operator_with_dynamic_shapes_matches_eager(name, out_dir):
+    from kiln.export import export
+
+    key, fn, inputs, dynamic_shapes, runs = DYNAMIC_CASES[name]
+    model = Fn(fn).eval()
+    path = out_dir / f"dynamic_{name}.kiln"
+    report = export(model, inputs, path, dynamic_shapes=(dynamic_shapes,))  # forward(*args): one tuple
+    assert key in report.methods["forward"].operators, report.methods["forward"].operators
+    program = kiln.load(path)
+    for run_inputs in [inputs] + runs:
+        got = program.forward(*[t.numpy() for t in run_inputs])
+        with torch.no_grad():
+            want = model(*run_inputs)
+        want = [want] if isinstance(want, torch.Tensor) else list(want)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.numpy().dtype, (g.shape, g.dtype, w.shape, w.dtype)
+            assert_close(g, w.numpy(), TOLERANCE, name)
+
+
+def test_fractional_scale_factor_of_a_dynamic_size_is_refused_at_export(out_dir):
+    # floor(1.5 * h) is a float expression of a dynamic size, which kiln's run-time sizes cannot
+    # compute; integer scale factors and fixed output sizes work (DYNAMIC_CASES).
+    from kiln.export import export
+
+    path = out_dir / "dynamic_fractional_upsample.kiln"
+    with pytest.raises(kiln.ExportError, match="cannot compute the size expression"):
+        export(Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")).eval(), (randn(1, 2, 4, 6),),
+               path, dynamic_shapes=(({2: _dim("h", 2)},),))
+    assert not path.exists()

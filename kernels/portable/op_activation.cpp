@@ -1,4 +1,4 @@
-// Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid.
+// Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid, leaky_relu, elu.
 #include "common/activation.h"
 #include "common/elementwise.h"
 #include "common/kernel_args.h"
@@ -100,6 +100,36 @@ Status gelu_run(KernelContext&, Inputs in, Outputs out) {
   return float_activation(op, *x, *out[0], [](auto v) { return act::gelu(v); });
 }
 
+// leaky_relu(self, negative_slope): x > 0 ? x : x * negative_slope (NaN stays NaN).
+Status leaky_relu_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::leaky_relu.default";
+  const Tensor* x;
+  double slope;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 2, &x));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "negative_slope", &slope));
+  return float_activation(op, *x, *out[0], [slope](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? v : v * static_cast<T>(slope);
+  });
+}
+
+// elu(self, alpha, scale, input_scale): x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale, as ATen
+// (selu is elu with its constants).
+Status elu_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::elu.default";
+  const Tensor* x;
+  double alpha, scale, input_scale;
+  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 4, &x));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 1, "alpha", &alpha));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 2, "scale", &scale));
+  KILN_RETURN_IF_ERROR(scalar_arg(op, in, 3, "input_scale", &input_scale));
+  return float_activation(op, *x, *out[0], [=](auto v) {
+    using T = decltype(v);
+    const T neg = static_cast<T>(alpha) * static_cast<T>(scale), pos = static_cast<T>(scale);
+    return v <= T(0) ? std::expm1(v * static_cast<T>(input_scale)) * neg : v * pos;
+  });
+}
+
 KILN_REGISTER_KERNEL("aten::relu.default", "f32|f64|i64|i32", relu_run);
 KILN_REGISTER_KERNEL("aten::hardtanh.default", "f32|f64|i64|i32", hardtanh_run);
 KILN_REGISTER_KERNEL("aten::clamp.default", "f32|f64|i64|i32", clamp_run);
@@ -109,6 +139,8 @@ KILN_REGISTER_KERNEL("aten::gelu.default", "f32|f64", gelu_run);
 KILN_REGISTER_KERNEL("aten::silu.default", "f32|f64", silu_run);
 KILN_REGISTER_KERNEL("aten::hardswish.default", "f32|f64", hardswish_run);
 KILN_REGISTER_KERNEL("aten::hardsigmoid.default", "f32|f64", hardsigmoid_run);
+KILN_REGISTER_KERNEL("aten::leaky_relu.default", "f32|f64", leaky_relu_run);
+KILN_REGISTER_KERNEL("aten::elu.default", "f32|f64", elu_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -1,6 +1,6 @@
 // Broadcasting math beyond the four basic operators: pow.Tensor_Tensor, pow.Scalar, div.Tensor_mode
-// (rounding_mode None, "trunc", "floor") and remainder (.Tensor, .Scalar), with PyTorch's floor/modulo
-// conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
+// (rounding_mode None, "trunc", "floor"), remainder (.Tensor, .Scalar: the sign of the divisor, as Python's %)
+// and fmod (.Tensor, .Scalar: the sign of the dividend, as C's fmod), with PyTorch's floor/modulo conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -59,6 +59,13 @@ T python_mod(T a, T b) {
   }
 }
 
+// C's fmod: the result has the dividend's sign.
+template <typename T>
+T c_mod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+  else return b == -1 ? T(0) : static_cast<T>(a % b);  // no INT_MIN % -1 overflow
+}
+
 // Integer power by squaring, wrapping like PyTorch; negative exponents: 1 / a^|e| truncated.
 template <typename T>
 T int_pow(T a, T e) {
@@ -86,7 +93,7 @@ Status no_int_zero(const char* op, const Tensor& b) {
   return Status::ok();
 }
 
-enum class Mode { True, Trunc, Floor, Mod, Pow };
+enum class Mode { True, Trunc, Floor, Mod, Fmod, Pow };
 
 Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, Tensor& y) {
   KILN_RETURN_IF_ERROR(check_same_dtype(op, a, "self", b, "other"));
@@ -107,6 +114,7 @@ Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, 
       case Mode::Trunc: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : trunc_div(p, q); }); break;
       case Mode::Floor: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : floor_div(p, q); }); break;
       case Mode::Mod: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : python_mod(p, q); }); break;
+      case Mode::Fmod: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : c_mod(p, q); }); break;
       case Mode::Pow:
         if constexpr (std::is_floating_point_v<T>) binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::pow(p, q); });
         else binary_map<T>(a, b, y, sizes, [](T p, T q) { return int_pow(p, q); });
@@ -182,8 +190,10 @@ Status remainder_tensor_run(KernelContext&, Inputs in, Outputs out) {
   return binary_math(op, Mode::Mod, *a, *b, *out[0]);
 }
 
-Status remainder_scalar_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::remainder.Scalar";
+namespace {
+
+// The (self: Tensor, other: Scalar) forms: other becomes a 0-d tensor of self's dtype.
+Status tensor_scalar_math(const char* op, Mode mode, Inputs in, Outputs out) {
   const Tensor* a;
   double unused;
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
@@ -192,7 +202,26 @@ Status remainder_scalar_run(KernelContext&, Inputs in, Outputs out) {
   uint64_t storage;
   Tensor b;
   KILN_RETURN_IF_ERROR(scalar_tensor(op, in[1], a->dtype(), &storage, &b));
-  return binary_math(op, Mode::Mod, *a, b, *out[0]);
+  return binary_math(op, mode, *a, b, *out[0]);
+}
+
+}  // namespace
+
+Status remainder_scalar_run(KernelContext&, Inputs in, Outputs out) {
+  return tensor_scalar_math("aten::remainder.Scalar", Mode::Mod, in, out);
+}
+
+Status fmod_tensor_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::fmod.Tensor";
+  const Tensor *a, *b;
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "other", &b));
+  return binary_math(op, Mode::Fmod, *a, *b, *out[0]);
+}
+
+Status fmod_scalar_run(KernelContext&, Inputs in, Outputs out) {
+  return tensor_scalar_math("aten::fmod.Scalar", Mode::Fmod, in, out);
 }
 
 KILN_REGISTER_KERNEL("aten::pow.Tensor_Tensor", "f32,f32|f64,f64|i64,i64|i32,i32", pow_tensor_tensor_run);
@@ -200,6 +229,8 @@ KILN_REGISTER_KERNEL("aten::pow.Scalar", "f32|f64|i64|i32", pow_scalar_run);
 KILN_REGISTER_KERNEL("aten::div.Tensor_mode", "f32,f32|f64,f64|i64,i64|i32,i32", div_tensor_mode_run);
 KILN_REGISTER_KERNEL("aten::remainder.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32", remainder_tensor_run);
 KILN_REGISTER_KERNEL("aten::remainder.Scalar", "f32|f64|i64|i32", remainder_scalar_run);
+KILN_REGISTER_KERNEL("aten::fmod.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32", fmod_tensor_run);
+KILN_REGISTER_KERNEL("aten::fmod.Scalar", "f32|f64|i64|i32", fmod_scalar_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -1,5 +1,6 @@
 // Along one dim: topk.default (values + i64 indices, always sorted; the outputs double as the
-// selection heap, so nothing is allocated) and cumsum.default.
+// selection heap, so nothing is allocated), sort.default / sort.stable (topk of every element: a
+// heap sort whose ties go to the lower index, i.e. a stable sort), cumsum.default and cumprod.default.
 #include <cmath>
 
 #include "common/kernel_args.h"
@@ -82,6 +83,59 @@ void topk_row(const T* x, int64_t xs, int64_t len, int64_t k, bool largest, T* v
   }
 }
 
+// Integer products wrap around like PyTorch's (no signed-overflow UB).
+template <typename T>
+T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+  } else {
+    return a * b;
+  }
+}
+
+// cumsum / cumprod (self, dim, *, dtype=None): floats accumulate in double, integers in wrapping i64.
+Status cumulative(const char* op, bool product, Inputs in, Outputs out) {
+  const Tensor* x;
+  int64_t dim, d;
+  bool has_dtype;
+  ScalarType dtype;
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 3, 1));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(int_arg(op, in, 1, "dim", &dim));
+  KILN_RETURN_IF_ERROR(optional_dtype_arg(op, in, 2, "dtype", &dtype, &has_dtype));
+  Tensor& y = *out[0];
+  KILN_CHECK_OR_RETURN(!has_dtype || dtype == y.dtype(), KernelFailure, "%s: dtype %s does not match the output %s", op,
+                       scalar_type_name(dtype), describe(y).c_str());
+  KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, x->sizes()));
+  const Axis a = axis_of(*x, static_cast<int>(d));
+  bool ok = false;
+  dispatch_all(x->dtype(), [&](auto ti) {
+    ok = dispatch_real(y.dtype(), [&](auto to) {
+      using T = decltype(ti);
+      using U = decltype(to);
+      using Acc = std::conditional_t<std::is_floating_point_v<U>, double, int64_t>;
+      const T* xp = x->data_as<const T>();
+      U* yp = y.data_as<U>();
+      parallel_for(a.outer * a.inner, grain_for(a.len), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t base = (r / a.inner) * a.len * a.inner + r % a.inner;
+          Acc acc = product ? 1 : 0;
+          for (int64_t i = 0; i < a.len; ++i) {
+            const Acc v = static_cast<Acc>(convert<U>(load(xp + base + i * a.inner)));
+            acc = product ? wrapping_mul(acc, v) : wrapping_add(acc, v);
+            yp[base + i * a.inner] = convert<U>(acc);
+          }
+        }
+      });
+    });
+  });
+  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtypes %s -> %s", op, describe(*x).c_str(),
+                       describe(y).c_str());
+  return Status::ok();
+}
+
+
 }  // namespace
 
 Status topk_run(KernelContext&, Inputs in, Outputs out) {
@@ -123,51 +177,80 @@ Status topk_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-// cumsum(self, dim, *, dtype=None): floats accumulate in double, integers in wrapping i64.
-Status cumsum_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::cumsum.default";
-  const Tensor* x;
-  int64_t dim, d;
-  bool has_dtype;
-  ScalarType dtype;
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 3, 1));
-  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
-  KILN_RETURN_IF_ERROR(int_arg(op, in, 1, "dim", &dim));
-  KILN_RETURN_IF_ERROR(optional_dtype_arg(op, in, 2, "dtype", &dtype, &has_dtype));
-  Tensor& y = *out[0];
-  KILN_CHECK_OR_RETURN(!has_dtype || dtype == y.dtype(), KernelFailure, "%s: dtype %s does not match the output %s", op,
-                       scalar_type_name(dtype), describe(y).c_str());
-  KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, x->sizes()));
-  const Axis a = axis_of(*x, static_cast<int>(d));
-  bool ok = false;
-  dispatch_all(x->dtype(), [&](auto ti) {
-    ok = dispatch_real(y.dtype(), [&](auto to) {
-      using T = decltype(ti);
-      using U = decltype(to);
-      using Acc = std::conditional_t<std::is_floating_point_v<U>, double, int64_t>;
-      const T* xp = x->data_as<const T>();
-      U* yp = y.data_as<U>();
-      parallel_for(a.outer * a.inner, grain_for(a.len), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t base = (r / a.inner) * a.len * a.inner + r % a.inner;
-          Acc acc = 0;
-          for (int64_t i = 0; i < a.len; ++i) {
-            acc = wrapping_add(acc, static_cast<Acc>(convert<U>(load(xp + base + i * a.inner))));
-            yp[base + i * a.inner] = convert<U>(acc);
-          }
-        }
-      });
+namespace {
+
+// values, indices = x sorted along dim; NaN is the largest value (last ascending, first descending).
+Status sort_common(const char* op, const Tensor& x, int64_t dim, bool descending, Tensor& v, Tensor& ix) {
+  int64_t d;
+  KILN_RETURN_IF_ERROR(check_same_dtype(op, x, "self", v, "values"));
+  KILN_RETURN_IF_ERROR(check_dtype(op, ix, "indices", ScalarType::Int64));
+  KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x.dim(), &d));
+  const Axis a = axis_of(x, static_cast<int>(d));
+  KILN_RETURN_IF_ERROR(resize_output(op, &v, x.sizes()));
+  KILN_RETURN_IF_ERROR(resize_output(op, &ix, x.sizes()));
+  const bool ok = dispatch_real(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_as<const T>();
+    T* vp = v.data_as<T>();
+    int64_t* ip = ix.data_as<int64_t>();
+    parallel_for(a.outer * a.inner, grain_for(sat_mul(a.len, 16)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t base = (r / a.inner) * a.len * a.inner + r % a.inner;
+        topk_row(xp + base, a.inner, a.len, a.len, descending, vp + base, ip + base, a.inner);
+      }
     });
   });
-  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtypes %s -> %s", op, describe(*x).c_str(),
-                       describe(y).c_str());
+  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype %s", op, describe(x).c_str());
   return Status::ok();
 }
 
+}  // namespace
+
+// sort(self, dim=-1, descending=False) -> (values, indices).
+Status sort_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::sort.default";
+  const Tensor* x;
+  int64_t dim;
+  bool descending;
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 3, 2));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(int_arg(op, in, 1, "dim", &dim));
+  KILN_RETURN_IF_ERROR(bool_arg(op, in, 2, "descending", &descending));
+  return sort_common(op, *x, dim, descending, *out[0], *out[1]);
+}
+
+// sort.stable(self, *, stable: bool?, dim=-1, descending=False): every sort here is stable.
+Status sort_stable_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::sort.stable";
+  const Tensor* x;
+  int64_t dim;
+  bool descending, stable, has_stable = in.size() > 1 && in[1] != nullptr && !in[1]->is_none();
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 4, 2));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  if (has_stable) KILN_RETURN_IF_ERROR(bool_arg(op, in, 1, "stable", &stable));  // checked, then moot
+  (void)stable;
+  KILN_RETURN_IF_ERROR(int_arg(op, in, 2, "dim", &dim));
+  KILN_RETURN_IF_ERROR(bool_arg(op, in, 3, "descending", &descending));
+  return sort_common(op, *x, dim, descending, *out[0], *out[1]);
+}
+
+// cumsum(self, dim, *, dtype=None): floats accumulate in double, integers in wrapping i64.
+Status cumsum_run(KernelContext&, Inputs in, Outputs out) {
+  return cumulative("aten::cumsum.default", false, in, out);
+}
+
+// cumprod(self, dim, *, dtype=None): the same, multiplying.
+Status cumprod_run(KernelContext&, Inputs in, Outputs out) {
+  return cumulative("aten::cumprod.default", true, in, out);
+}
+
 KILN_REGISTER_KERNEL("aten::topk.default", "*", topk_run);
+KILN_REGISTER_KERNEL("aten::sort.default", "*", sort_run);
+KILN_REGISTER_KERNEL("aten::sort.stable", "*", sort_stable_run);
 KILN_REGISTER_KERNEL("aten::cumsum.default", "*", cumsum_run);
+KILN_REGISTER_KERNEL("aten::cumprod.default", "*", cumprod_run);
 
 }  // namespace portable
 }  // namespace kernels
 }  // namespace kiln
+

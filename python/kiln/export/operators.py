@@ -148,6 +148,26 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::div.Tensor_mode",
     "aten::remainder.Tensor",
     "aten::remainder.Scalar",
+    "aten::fmod.Tensor",
+    "aten::fmod.Scalar",
+    "aten::clamp.Tensor",
+    "aten::leaky_relu.default",
+    "aten::elu.default",
+    "aten::logsumexp.default",
+    # padding, resizing and reordering
+    "aten::constant_pad_nd.default",
+    "aten::upsample_nearest2d.default",
+    "aten::upsample_bilinear2d.default",
+    "aten::flip.default",
+    "aten::roll.default",
+    "aten::tril.default",
+    "aten::triu.default",
+    # sorting, cumulative products, statistics
+    "aten::sort.default",
+    "aten::sort.stable",
+    "aten::cumprod.default",
+    "aten::var.correction",
+    "aten::group_norm.default",
     "aten::scaled_dot_product_attention.default",
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     "kiln::fused_linear.default",
@@ -178,6 +198,12 @@ KEEP_UNDECOMPOSED: Tuple[str, ...] = (
     "aten::_softmax.default",
     "aten::_log_softmax.default",
     "aten::scaled_dot_product_attention.default",  # one fused kernel (online softmax)
+    # one kernel each instead of index arithmetic (arange, fmod, index_select) or masks (arange, where)
+    "aten::roll.default",
+    "aten::tril.default",
+    "aten::triu.default",
+    "aten::logsumexp.default",
+    "aten::group_norm.default",    # one kernel (not native_group_norm's three outputs)
 )
 
 
@@ -306,6 +332,18 @@ OP_SPECS.update({
         OpSpec("aten::div.Tensor_mode", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Tensor", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::remainder.Scalar", cast_args=("self",)),
+        OpSpec("aten::fmod.Tensor", cast_args=_ELEMENTWISE_BINARY),
+        OpSpec("aten::fmod.Scalar", cast_args=("self",)),
+        OpSpec("aten::clamp.Tensor", cast_args=("self", "min", "max")),
+        OpSpec("aten::leaky_relu.default", cast_args=("self",)),
+        OpSpec("aten::elu.default", cast_args=("self",)),
+        OpSpec("aten::logsumexp.default", dim_args=_DIM, cast_args=("self",)),
+        OpSpec("aten::flip.default", dim_args=(("dims", "self"),)),
+        OpSpec("aten::roll.default", dim_args=(("dims", "self"),)),
+        OpSpec("aten::sort.default", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::sort.stable", num_outputs=2, dim_args=_DIM),
+        OpSpec("aten::cumprod.default", dim_args=_DIM),
+        OpSpec("aten::var.correction", dim_args=_DIM),
         OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa),
         OpSpec("kiln_quantized::linear.default", half_args=("scales", "mins")),
         OpSpec("kiln_quantized::embedding.default", half_args=("scales", "mins")),

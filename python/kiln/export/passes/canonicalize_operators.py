@@ -3,7 +3,7 @@
 Why: torch.export and its decompositions produce many spellings of the same
 computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
 softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
-squeeze.dims, ...). The runtime implements one kernel per computation; this
+squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
 Rewrites that cannot be expressed exactly (a transposed convolution,
 asymmetric "same" padding, a used max-pool indices output) are left alone and
@@ -11,6 +11,8 @@ reported as unsupported, or raise ExportError with the reason.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 import torch.fx as fx
@@ -189,6 +191,31 @@ def _clamp_one_side(side):
     return rewrite
 
 
+def _upsample_vec(new_target, *extra):
+    """upsample_*2d.vec(input, output_size?, [align_corners,] scale_factors?) is what eager runs as
+    upsample_*2d.default(input, the output's [H, W], [align_corners,] scales_h, scales_w): the output
+    size from the node (symbolic when dynamic), the scale factors passed on so that the kernel maps
+    indices with them as ATen does (they differ from in / out when the size was rounded down)."""
+    def rewrite(ctx, node):
+        a = bound_args(node)
+        shape = ctx.shape(node)
+        if len(shape) != 4:
+            return False  # reported as unsupported
+        scales = a["scale_factors"]
+        if scales is not None and len(scales) != 2:
+            return False
+        sh, sw = (None, None) if scales is None else (float(scales[0]), float(scales[1]))
+        args = (a["input"], shape[2:], *[a[e] for e in extra], sh, sw)
+        with warnings.catch_warnings():
+            # A size computed from a scale factor is a bare torch.SymInt when the input's size is
+            # dynamic; the lowering turns it into run-time IntOps (symbolic.py), as for view sizes.
+            warnings.filterwarnings("ignore", message="Raw SymInt value")
+            new = ctx.call(new_target, args, like=node, val=node.meta["val"])
+        ctx.replace(node, new)
+        return True
+    return rewrite
+
+
 def _full_reduction(new_target):
     """sum.dim_IntList(x, [] or None, keepdim=False) reduces every dim: sum.default."""
     def rewrite(ctx, node):
@@ -227,10 +254,14 @@ REWRITES = {
     aten.div.Scalar: _scalar_binary(aten.div.Tensor),
     aten.rsub.Scalar: _scalar_binary(aten.sub.Tensor, swap=True),
     aten.rsub.Tensor: _scalar_binary(aten.sub.Tensor, swap=True),
+    # `5 % x`: the Python scalar becomes a 0-d constant of the output dtype (lowering).
+    aten.remainder.Scalar_Tensor: _simple(aten.remainder.Tensor),
     aten.where.ScalarOther: _where_scalar,
     aten.where.ScalarSelf: _where_scalar,
     aten.where.Scalar: _where_scalar,
     aten.masked_fill.Tensor: _masked_fill_tensor,
+    aten.upsample_nearest2d.vec: _upsample_vec(aten.upsample_nearest2d.default),
+    aten.upsample_bilinear2d.vec: _upsample_vec(aten.upsample_bilinear2d.default, "align_corners"),
     aten.clamp_min.default: _clamp_one_side("min"),
     aten.clamp_max.default: _clamp_one_side("max"),
     aten.relu6.default: lambda ctx, node: (ctx.replace(node, ctx.call(
