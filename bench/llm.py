@@ -30,8 +30,8 @@ runs the same GGUF file (its own Q4_1/Q8_0 weights, not float32) in the same
 script; bench/setup_llama_cpp.sh builds it into build/llama-venv (never into the
 system Python), so run this script with build/llama-venv/bin/python.
 
-VARIANTS lists the weight variants: the quantized operators add their rows
-("int8", "gguf 4-bit") by adding entries with their export options.
+VARIANTS lists the weight variants: float32, int8 (kiln_quantized, q8_0 per output
+channel) and the GGUF's own 4-bit blocks (Q4_1 layers, Q8_0 embedding and head).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ PREFILL = 64
 DECODE = 64
 CONTEXT = 512
 # name -> options of kiln.llm.export_gguf (besides context and max_tokens_per_call)
-VARIANTS = {"float32": {"dtype": "float32"}}
+# name -> kiln.llm.export.export_gguf options ("gguf 4-bit": the file's own Q4_1 / Q8_0 blocks).
+VARIANTS = {"float32": {"dtype": "float32"}, "int8": {"quantize": "int8"}, "gguf 4-bit": {}}
 TEXT = ("The history of the sea is the history of the world: ships carried spices, stories and "
         "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 8
 
