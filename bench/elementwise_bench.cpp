@@ -18,6 +18,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernel_call.h"
 #include "kiln/cpu.h"
 
@@ -25,32 +26,7 @@ namespace {
 
 using namespace kiln;
 using namespace kiln::test;
-using Clock = std::chrono::steady_clock;
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Median CPU seconds per call over batches of >= 50 ms.
-template <typename F>
-double time_per_call(F&& fn, int threads) {
-  fn();
-  std::vector<double> per_call;
-  for (int b = 0; b < 5; ++b) {
-    int64_t calls = 0;
-    const double c0 = cpu_seconds();
-    const auto t0 = Clock::now();
-    do {
-      fn();
-      ++calls;
-    } while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.05);
-    per_call.push_back((cpu_seconds() - c0) / threads / static_cast<double>(calls));
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
+using namespace kiln::bench;
 
 // A float tensor of values in [-2, 2].
 TestTensor f32(std::vector<int64_t> sizes) {
@@ -223,8 +199,8 @@ int main(int argc, char** argv) {
         continue;
       }
       Status last;
-      us.push_back(1e6 * time_per_call([&] { last = kernel.run(); }, threads));
-      if (!last.is_ok()) std::printf("  %s: %s\n", c.name, last.message());
+      us.push_back(1e6 * time_per_call([&] { last = kernel.run(); }, threads, 0.05));
+      if (!last.is_ok()) std::printf("  %s: %s\n", c.name, last.message().c_str());
     }
     std::printf("%-34s", c.name);
     for (double u : us) u < 0 ? std::printf(" %10s", "-") : std::printf(" %10.2f", u);

@@ -24,46 +24,15 @@
 #include <immintrin.h>
 #endif
 
+#include "bench_timing.h"
 #include "kernel_call.h"
 #include "kiln/cpu.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace kiln::bench;
 using namespace kiln;
 using namespace kiln::test;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// CPU seconds used by this process (all its threads) or by the calling thread.
-// The machine is shared: a thread that waits for the CPU does not count, so
-// rates per CPU second stay meaningful under load (wall-clock rates do not).
-double cpu_seconds(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Median CPU seconds per call of fn, over all `threads` threads of the pool
-// divided by `threads` (the time per call if each thread had a core of its
-// own): batches of calls lasting >= batch_s each. Spinning pool workers count.
-template <typename F>
-double time_per_call(F&& fn, int threads, double batch_s, int batches) {
-  fn();  // warm up (first touch of outputs and scratch)
-  std::vector<double> per_call;
-  for (int b = 0; b < batches; ++b) {
-    int64_t calls = 0;
-    const double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
-    const auto t0 = Clock::now();
-    do {
-      fn();
-      ++calls;
-    } while (seconds_since(t0) < batch_s);
-    per_call.push_back((cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0) / threads / static_cast<double>(calls));
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
 
 // ---- machine peaks, measured
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "executor/packed_constants.h"
 #include "kiln/cpu.h"
 #include "kiln/kernel.h"
@@ -25,31 +26,7 @@
 namespace {
 
 using namespace kiln;
-using Clock = std::chrono::steady_clock;
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-template <typename F>
-double time_per_call(F&& fn, int threads) {
-  fn();
-  std::vector<double> per_call;
-  for (int b = 0; b < 5; ++b) {
-    int64_t calls = 0;
-    const double c0 = cpu_seconds();
-    const auto t0 = Clock::now();
-    do {
-      fn();
-      ++calls;
-    } while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.3);
-    per_call.push_back((cpu_seconds() - c0) / threads / static_cast<double>(calls));
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[2];
-}
+using namespace kiln::bench;
 
 struct Buffer {
   std::shared_ptr<uint8_t> bytes;
@@ -197,7 +174,7 @@ std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, 
     bytes += weights.back()->bytes;
   } while (m == 1 && bytes < (size_t{256} << 20));
   size_t next = 0;
-  return {time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads), weights[0]->bytes};
+  return {time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads, 0.3), weights[0]->bytes};
 }
 
 }  // namespace
