@@ -1,0 +1,594 @@
+"""OpInfo conformance sweep: PyTorch's own operator samples exported with kiln and compared with eager.
+
+    python scripts/opinfo_sweep.py [NAME ...] [--max-samples 8] [--dtypes float32,int64,bool]
+                                   [--jobs 2] [--timeout 120] [--markdown docs/opinfo.md] [--json FILE]
+
+For every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`
+(or those whose name contains one of NAME), its CPU samples of each dtype (float32 by
+default; integer and bool dtypes when asked and the OpInfo supports them) are wrapped in
+a module whose forward calls `op.op(input, *args, **kwargs)` with every tensor of the
+sample as a module input (everything else baked in), exported with `kiln.export.export`,
+run with `kiln.load`, and compared with eager PyTorch.
+
+Each sample gets one status:
+    ok           ran and matched eager (float: within the tolerance of the output's scale,
+                 NaN against NaN, the same infinities; integer and bool: exactly)
+    unsupported  kiln.errors.UnsupportedOperatorError (kiln has no kernel for an operator)
+    export_error torch.export failed (`torch_export` is set), or lowering / another ExportError
+    run_error    a kiln error at load or run time
+    wrong        ran, but the result differs from eager (a real bug)
+    crash        the worker process died or hung (timeout) on the sample
+    skipped      not compared, with the reason: eager itself is nondeterministic (two seeds
+                 give different results), its output is uninitialized memory, or the sample
+                 is larger than --max-elements
+
+The rule for an operator: it is "ok" when at least one of its samples was exported by
+torch.export and every sample torch.export exported (not skipped) is ok. Otherwise its
+status is the worst status among those samples (wrong > crash > run_error >
+export_error > unsupported); an operator none of whose samples torch.export can export
+is "not_exportable". The summary also counts operators "ok on at least one sample".
+
+Samples run in worker subprocesses (each imports op_db once); a worker that dies or
+exceeds --timeout on a sample is replaced and the sample recorded as a crash, so the
+sweep always finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+
+DEFAULT_TOLERANCE = 1e-4  # G7: max abs error relative to the output's scale
+
+# Operators compared with a wider tolerance, each with its reason.
+TOLERANCES: dict = {}
+
+# Operators whose outputs are not compared, each with its reason.
+UNCOMPARABLE = {
+    "empty": "uninitialized memory",
+    "empty_like": "uninitialized memory",
+    "new_empty": "uninitialized memory",
+    "empty_strided": "uninitialized memory",
+    "new_empty_strided": "uninitialized memory",
+    "empty_permuted": "uninitialized memory",
+    "nn.functional.dropout": "random",
+    "nn.functional.alpha_dropout": "random",
+    "nn.functional.feature_alpha_dropout": "random",
+    "nn.functional.dropout2d": "random",
+    "nn.functional.dropout3d": "random",
+}
+
+SEVERITY = ["wrong", "crash", "run_error", "export_error", "unsupported"]
+STATUSES = ["ok"] + SEVERITY + ["skipped"]
+DTYPE_NAMES = ["float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"]
+
+
+def operator_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def load_op_db():
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def samples_of(op, dtype_name: str, max_samples: int, max_elements: int):
+    """[(sample, skip reason or None)]: the first `max_samples` samples of `op` in `dtype_name`
+    small enough to run, and before them the larger ones met on the way (skipped). The global
+    RNG is seeded from the operator's name, so a restarted worker gets the same samples."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(zlib.crc32(f"{operator_name(op)}:{dtype_name}".encode()))
+    out, kept = [], 0
+    for s in op.sample_inputs("cpu", dtype):
+        leaves = pytree.tree_leaves((s.input, s.args, s.kwargs))
+        size = sum(t.numel() for t in leaves if isinstance(t, torch.Tensor))
+        if size > max_elements:
+            out.append((s, f"{size} elements (> {max_elements})"))
+            continue
+        out.append((s, None))
+        kept += 1
+        if kept >= max_samples:
+            break
+    return out
+
+
+def describe(sample) -> str:
+    """A short text of a sample: tensors as dtype[shape], other arguments as they are."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    def short(x):
+        if isinstance(x, torch.Tensor):
+            return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
+        return repr(x)
+
+    inp = pytree.tree_map(short, sample.input)
+    args = [pytree.tree_map(short, a) for a in sample.args]
+    kwargs = {k: pytree.tree_map(short, v) for k, v in sample.kwargs.items()}
+    parts = [str(inp)] + [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
+    text = ", ".join(parts).replace("'", "")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def sample_module(op, sample):
+    """(module, tensors): a module whose forward(*tensors) calls op.op on the sample."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    tensors = [leaves[i].detach() for i in positions]
+    fn = op.op
+
+    class Sample(torch.nn.Module):
+        def forward(self, *ts):
+            filled = list(leaves)
+            for i, t in zip(positions, ts):
+                filled[i] = t
+            inp, args, kwargs = pytree.tree_unflatten(filled, spec)
+            return fn(inp, *args, **kwargs)
+
+    return Sample(), tensors
+
+
+def _eager(module, tensors, seed: int):
+    import torch
+    from torch.utils import _pytree as pytree
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = module(*[t.clone() for t in tensors])
+    return pytree.tree_leaves(out)
+
+
+def _same(a, b) -> bool:
+    import numpy as np
+    import torch
+
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+        return False
+    if not isinstance(a, torch.Tensor):
+        return a == b or (a != a and b != b)
+    if a.shape != b.shape or a.dtype != b.dtype or a.layout != b.layout:
+        return False
+    if a.layout != torch.strided:
+        a, b = a.to_dense(), b.to_dense()
+    if a.dtype in (torch.bfloat16, torch.complex32):  # no numpy twin: widen exactly
+        wide = torch.float32 if a.dtype == torch.bfloat16 else torch.complex64
+        a, b = a.to(wide), b.to(wide)
+    x, y = a.detach().resolve_conj().numpy(), b.detach().resolve_conj().numpy()
+    return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+
+
+def compare(actual, expected, tol: float):
+    """None when `actual` (numpy) matches `expected` (numpy), else what differs. Floats: within `tol`
+    of the expected output's largest finite magnitude, NaN against NaN, the same infinities; other
+    dtypes exactly."""
+    import numpy as np
+
+    if actual.shape != expected.shape:
+        return f"shape {list(actual.shape)}, want {list(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype}, want {expected.dtype}"
+    if expected.dtype.kind not in "fc":
+        bad = actual != expected
+        if bad.any():
+            at = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            return f"{int(bad.sum())} of {bad.size} elements differ, e.g. at {tuple(map(int, at))}: " \
+                   f"got {actual[at]}, want {expected[at]}"
+        return None
+    a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+    finite = np.isfinite(e)
+    scale = max(float(np.abs(e[finite]).max(initial=0.0)), 1e-6)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(a - e) / scale
+    err[np.isnan(err)] = np.inf
+    err[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0
+    if err.size and err.max() > tol:
+        at = np.unravel_index(int(err.argmax()), actual.shape)
+        return (f"error {err.max():.3g} of the scale {scale:.3g} at {tuple(map(int, at))} "
+                f"(got {actual[at]}, want {expected[at]}), tolerance {tol:g}")
+    return None
+
+
+def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
+    """Exports, runs and compares one sample in this process; {"status", "detail", "torch_export"}."""
+    import numpy as np
+    import torch
+
+    import kiln
+    from kiln.errors import ExportError, KilnError, UnsupportedOperatorError
+    from kiln.export import export
+
+    name = operator_name(op)
+    if name in UNCOMPARABLE:
+        return {"status": "skipped", "detail": UNCOMPARABLE[name]}
+    module, tensors = sample_module(op, sample)
+    if any(t.is_complex() for t in tensors):
+        return {"status": "skipped", "detail": "complex tensor input"}
+    if any(t.layout != torch.strided for t in tensors):
+        return {"status": "skipped", "detail": "sparse tensor input"}
+    try:
+        expected = _eager(module, tensors, 1)
+        again = _eager(module, tensors, 2)
+    except Exception as e:  # the sample is an error input for eager too
+        return {"status": "skipped", "detail": f"eager fails: {type(e).__name__}: {str(e)[:150]}"}
+    if len(expected) != len(again) or not all(_same(x, y) for x, y in zip(expected, again)):
+        return {"status": "skipped", "detail": "eager is nondeterministic (two seeds differ)"}
+    expected = [x for x in expected if isinstance(x, torch.Tensor)]
+    if any(x.layout != torch.strided or x.is_complex() for x in expected):
+        return {"status": "skipped", "detail": "sparse or complex output"}
+    if any(x.dtype in (torch.float16, torch.bfloat16) for x in expected):
+        return {"status": "skipped", "detail": "float16/bfloat16 output: kiln programs compute in float32 (docs/format.md)"}
+    path = os.path.join(directory, "sample.kiln")
+    try:
+        export(module, tuple(tensors), path)
+    except UnsupportedOperatorError as e:
+        return {"status": "unsupported", "detail": ", ".join(getattr(e, "operators", [])) or str(e)[:200]}
+    except ExportError as e:
+        text = str(e)
+        return {"status": "export_error", "torch_export": text.startswith("torch.export failed"),
+                "detail": text[:300]}
+    except Exception as e:
+        return {"status": "export_error", "detail": f"internal {type(e).__name__}: {str(e)[:280]}"}
+    try:
+        program = kiln.load(path, kernels=kernels) if kernels else kiln.load(path)
+        outputs = program.forward(*[t.contiguous().numpy() for t in tensors])
+    except KilnError as e:
+        return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
+    except Exception as e:
+        return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
+    if len(outputs) != len(expected):
+        return {"status": "wrong", "detail": f"{len(outputs)} outputs, want {len(expected)}"}
+    tol = TOLERANCES.get(name, (DEFAULT_TOLERANCE, ""))[0]
+    for i, (a, e) in enumerate(zip(outputs, expected)):
+        diff = compare(np.asarray(a), e.detach().resolve_conj().numpy(), tol)
+        if diff:
+            return {"status": "wrong", "detail": f"output {i}: {diff}"}
+    return {"status": "ok"}
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def worker_main() -> int:
+    """Reads {"op", "start", ...} lines on stdin; writes "begin"/"result"/"done" lines on the
+    original stdout (fd 1 is pointed at stderr, so prints from torch or kiln cannot garble it)."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    import torch
+
+    torch.set_num_threads(1)
+    op_db = load_op_db()
+    directory = tempfile.mkdtemp(prefix="kiln-opinfo-")
+
+    def send(**message):
+        proto.write(json.dumps(message) + "\n")
+        proto.flush()
+
+    send(event="ready")
+    for line in sys.stdin:
+        task = json.loads(line)
+        op = op_db[task["op"]]
+        k = 0
+        for dtype_name in task["dtypes"]:
+            try:
+                found = samples_of(op, dtype_name, task["max_samples"], task["max_elements"])
+            except Exception as e:
+                send(event="result", sample=k, dtype=dtype_name, desc="(sample_inputs)", status="skipped",
+                     detail=f"sample_inputs failed: {type(e).__name__}: {str(e)[:150]}")
+                k += 1
+                continue
+            for sample, too_big in found:
+                if k >= task["start"]:
+                    desc = describe(sample)
+                    send(event="begin", sample=k, dtype=dtype_name, desc=desc)
+                    if too_big:
+                        result = {"status": "skipped", "detail": too_big}
+                    else:
+                        try:
+                            result = run_sample(op, sample, directory)
+                        except Exception as e:  # a bug of this script, recorded rather than fatal
+                            result = {"status": "crash", "detail": f"sweep error {type(e).__name__}: {e}"}
+                    send(event="result", sample=k, dtype=dtype_name, desc=desc, **result)
+                k += 1
+        send(event="done")
+    return 0
+
+
+class Worker:
+    """One worker subprocess and a thread that queues its protocol lines."""
+
+    def __init__(self, log):
+        env = dict(os.environ, KILN_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     text=True, env=env)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put(None)  # end of file: the worker exited
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def run_operator(state, index: int, task: dict, timeout: float) -> list:
+    """All sample results of op_db[index], replacing the worker after a crash or a hang."""
+    results, start = [], 0
+    while True:
+        worker = state.get("worker")
+        if worker is None or worker.proc.poll() is not None:
+            worker = state["worker"] = Worker(state["log"])
+            message = worker.lines.get(timeout=600)  # op_db import
+            if message is None or message.get("event") != "ready":
+                raise RuntimeError("a worker failed to start (see its log)")
+        worker.proc.stdin.write(json.dumps(dict(task, op=index, start=start)) + "\n")
+        worker.proc.stdin.flush()
+        current = None
+        while True:
+            try:
+                message = worker.lines.get(timeout=timeout)
+            except queue.Empty:
+                message = "timeout"
+            if message is None or message == "timeout":
+                worker.kill()
+                state["worker"] = None
+                if current is None:  # died between samples: nothing to blame, stop here
+                    results.append({"sample": start, "status": "crash", "desc": "(between samples)",
+                                    "detail": f"worker {message or 'exit'} {worker.proc.returncode}"})
+                    return results
+                what = (f"timeout after {timeout:g} s" if message == "timeout"
+                        else f"worker died (exit status {worker.proc.returncode})")
+                results.append(dict(current, event="result", status="crash", detail=what))
+                start = current["sample"] + 1
+                break
+            if message["event"] == "begin":
+                current = message
+            elif message["event"] == "result":
+                results.append(message)
+                current = None
+            elif message["event"] == "done":
+                return results
+
+
+# ---------------------------------------------------------------- summary
+
+
+def operator_status(samples: list) -> str:
+    counted = [s for s in samples if s["status"] != "skipped" and not s.get("torch_export")]
+    if not counted:
+        return "not_exportable" if any(s.get("torch_export") for s in samples) else "skipped"
+    if all(s["status"] == "ok" for s in counted):
+        return "ok"
+    return next(st for st in SEVERITY if any(s["status"] == st for s in counted))
+
+
+def summarize(report: dict) -> dict:
+    ops = report["operators"]
+    by_status = {}
+    for o in ops:
+        by_status[o["status"]] = by_status.get(o["status"], 0) + 1
+    samples = {}
+    for o in ops:
+        for s in o["samples"]:
+            key = s["status"] + ("(torch.export)" if s.get("torch_export") else "")
+            samples[key] = samples.get(key, 0) + 1
+    return {"operators": len(ops), "by_status": by_status,
+            "ok_on_one_sample": sum(1 for o in ops if any(s["status"] == "ok" for s in o["samples"])),
+            "samples": samples, "num_samples": sum(len(o["samples"]) for o in ops)}
+
+
+def first_problem(o: dict):
+    for st in SEVERITY:
+        for s in o["samples"]:
+            if s["status"] == st and not s.get("torch_export"):
+                return s
+    for s in o["samples"]:
+        if s.get("torch_export") or s["status"] == "skipped":
+            return s
+    return None
+
+
+def markdown(report: dict) -> str:
+    summary = report["summary"]
+    st = summary["by_status"]
+    lines = [
+        "# OpInfo conformance",
+        "",
+        "PyTorch's own operator samples (`op_db` of `torch.testing._internal.common_methods_invocations`),",
+        "each wrapped in a module (tensors as inputs, other arguments baked in), exported with kiln and",
+        "compared with eager. Made by `scripts/opinfo_sweep.py` (its docstring has the statuses and the",
+        "rule); `tests/test_opinfo.py` runs a fast subset in the default test command.",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"torch {report['torch']}, {report['date']}, {report['seconds']:.0f} s, "
+        f"{summary['num_samples']} samples of {summary['operators']} OpInfos "
+        f"(dtypes {', '.join(report['dtypes'])}, at most {report['max_samples']} samples each "
+        f"of at most {report['max_elements']} elements).",
+        "",
+        "Rule: an operator is **ok** when torch.export exports at least one of its samples and every",
+        "sample torch.export exports is exported, run and matched by kiln (float: within "
+        f"{DEFAULT_TOLERANCE:g} of the output's",
+        "largest magnitude, NaN for NaN; integer and bool: exactly). Otherwise it takes the worst status",
+        "of those samples (wrong > crash > run_error > export_error > unsupported); `not_exportable`:",
+        "torch.export fails on all its samples; `skipped`: none compared (random or uninitialized outputs,",
+        "eager rejects the samples).",
+        "",
+        "| operators | count |",
+        "|---|---|",
+    ]
+    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+        lines.append(f"| {key} | {st.get(key, 0)} |")
+    lines += [f"| total | {summary['operators']} |",
+              f"| ok on at least one sample | {summary['ok_on_one_sample']} |", ""]
+    lines += ["Samples: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["samples"].items())) + ".", ""]
+    lines += [
+        "Issue 11 measured, with the torch of its time (598 OpInfos, float32 samples): kiln ran 277",
+        "operators correctly, ExecuTorch 1.5.1's portable runtime 375 (with 3 wrong answers and 3",
+        f"aborts). Here kiln is ok on {st.get('ok', 0)} of {summary['operators']} OpInfos (torch "
+        f"{report['torch']} has more of them), with {st.get('wrong', 0)} wrong and {st.get('crash', 0)} crashing.",
+        "ExecuTorch was not rerun on these samples.",
+        "",
+    ]
+    wrong = [o for o in report["operators"] if o["status"] == "wrong"]
+    lines += ["## Wrong results", ""]
+    if not wrong:
+        lines += ["None.", ""]
+    for o in wrong:
+        s = first_problem(o)
+        lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}")
+    if wrong:
+        lines.append("")
+    # Not wrong, but where kiln accepted an operator and then failed: exporter bugs (an internal
+    # error), kernels the exporter assumed (MissingKernel at load) and run-time refusals.
+    broken = []
+    for o in report["operators"]:
+        for smp in o["samples"]:
+            detail = smp.get("detail") or ""
+            if smp["status"] in ("run_error", "crash") or detail.startswith("internal"):
+                broken.append(f"- `{o['name']}` ({smp['dtype']} sample {smp['sample']}: {smp['desc']}): "
+                              f"{smp['status']}: {detail.splitlines()[0] if detail else ''}")
+                break
+    lines += ["## Run errors, crashes and internal export errors", "",
+              "Not wrong answers, but places where kiln took an operator and then failed (first such",
+              "sample of each operator):", ""]
+    lines += (broken or ["None."]) + [""]
+    if TOLERANCES:
+        lines += ["## Wider tolerances", ""]
+        lines += [f"- `{k}`: {tol:g}, {why}" for k, (tol, why) in sorted(TOLERANCES.items())] + [""]
+    lines += ["## Operators", "",
+              "| OpInfo | status | ok / compared | first problem |", "|---|---|---|---|"]
+    for o in report["operators"]:
+        compared = [s for s in o["samples"] if s["status"] != "skipped" and not s.get("torch_export")]
+        ok = sum(1 for s in compared if s["status"] == "ok")
+        s = first_problem(o) if o["status"] != "ok" else None
+        problem = ""
+        if s:
+            detail = (s.get("detail") or "").replace("|", "\\|").replace("\n", " ")
+            detail = detail if len(detail) <= 120 else detail[:117] + "..."
+            problem = f"{s['status']}{' (torch.export)' if s.get('torch_export') else ''}: {detail}"
+        lines.append(f"| `{o['name']}` | {o['status']} | {ok} / {len(compared)} | {problem} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help="only OpInfos whose name contains one of these")
+    parser.add_argument("--max-samples", type=int, default=8, help="samples per OpInfo and dtype (default 8)")
+    parser.add_argument("--max-elements", type=int, default=1_000_000, help="skip larger samples")
+    parser.add_argument("--dtypes", default="float32",
+                        help="comma-separated dtypes (each only where the OpInfo supports it)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per sample before it is a crash")
+    parser.add_argument("--markdown", help="write the summary and per-operator table here")
+    parser.add_argument("--json", help="write every sample's result here")
+    parser.add_argument("--from-json", help="only rewrite --markdown from the results of an earlier --json")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker_main()
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+        report["summary"] = summarize(report)
+        Path(args.markdown or "/dev/stdout").write_text(markdown(report))
+        return 0
+
+    import torch
+
+    started = time.time()
+    op_db = load_op_db()
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    for d in dtypes:
+        if d not in DTYPE_NAMES:
+            parser.error(f"unknown dtype {d!r}; one of {', '.join(DTYPE_NAMES)}")
+    jobs = []
+    for index, op in enumerate(op_db):
+        name = operator_name(op)
+        if args.names and not any(n in name for n in args.names):
+            continue
+        supported = {str(t).replace("torch.", "") for t in op.supported_dtypes("cpu")}
+        wanted = [d for d in dtypes if d in supported]
+        if "float32" not in supported:
+            continue  # the measurement is over OpInfos that run in float32 on the CPU
+        jobs.append((index, name, wanted))
+    print(f"{len(jobs)} OpInfos, {args.jobs} workers", file=sys.stderr)
+
+    results: dict = {}
+    pending = list(jobs)
+    lock = threading.Lock()
+    logdir = tempfile.mkdtemp(prefix="kiln-opinfo-logs-")
+
+    def lane(n: int):
+        state = {"log": open(os.path.join(logdir, f"worker{n}.log"), "w")}
+        while True:
+            with lock:
+                if not pending:
+                    break
+                index, name, wanted = pending.pop(0)
+            task = {"dtypes": wanted, "max_samples": args.max_samples, "max_elements": args.max_elements}
+            samples = run_operator(state, index, task, args.timeout)
+            for s in samples:
+                s.pop("event", None)
+            o = {"name": name, "samples": samples, "status": operator_status(samples)}
+            with lock:
+                results[index] = o
+                done = len(results)
+            print(f"[{done}/{len(jobs)} {time.time() - started:.0f}s] {name}: {o['status']} "
+                  f"({sum(s['status'] == 'ok' for s in samples)}/{len(samples)} ok)", file=sys.stderr)
+        if state.get("worker"):
+            state["worker"].proc.stdin.close()
+            state["worker"].proc.wait()
+
+    threads = [threading.Thread(target=lane, args=(n,)) for n in range(args.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    report = {"command": "python scripts/opinfo_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "torch": torch.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "seconds": time.time() - started, "dtypes": dtypes, "max_samples": args.max_samples,
+              "max_elements": args.max_elements,
+              "operators": [results[i] for i, _, _ in jobs]}
+    report["summary"] = summarize(report)
+    s = report["summary"]
+    print(f"\n{'status':<16}operators")
+    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+        print(f"{key:<16}{s['by_status'].get(key, 0)}")
+    print(f"{'total':<16}{s['operators']}  (ok on at least one sample: {s['ok_on_one_sample']}; "
+          f"{s['num_samples']} samples, {report['seconds']:.0f} s)")
+    for o in report["operators"]:
+        if o["status"] in ("wrong", "crash"):
+            p = first_problem(o)
+            print(f"{o['status'].upper()}: {o['name']} sample {p['sample']} ({p['desc']}): {p['detail']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
