@@ -75,6 +75,7 @@ from torch import nn  # noqa: E402
 
 import kiln  # noqa: E402
 from kiln.export import export as kiln_export  # noqa: E402
+from kiln.llm.model import rotate_half  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from zoo import minilm, smollm2, vision  # noqa: E402
@@ -257,8 +258,8 @@ class FunctionalLlama(nn.Module):
             q = a.wq(h).reshape(b, -1, a.n_heads, a.head_dim).transpose(1, 2)
             k = a.wk(h).reshape(b, -1, a.n_kv_heads, a.head_dim).transpose(1, 2)
             v = a.wv(h).reshape(b, -1, a.n_kv_heads, a.head_dim).transpose(1, 2)
-            q = q * cos + smollm2._rotate_half(q) * sin
-            k = k * cos + smollm2._rotate_half(k) * sin
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
             k_cache = k_cache.index_copy(2, input_pos, k)
             v_cache = v_cache.index_copy(2, input_pos, v)
             new_k.append(k_cache)

@@ -55,7 +55,7 @@ class RMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
@@ -78,8 +78,8 @@ class Attention(nn.Module):
         q = self.wq(x).reshape(b, -1, self.n_heads, self.head_dim).transpose(1, 2)      # [1, H, T, Dh]
         k = self.wk(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)   # [1, KV, T, Dh]
         v = self.wv(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
 
         self.k_cache.index_copy_(2, input_pos, k)
         self.v_cache.index_copy_(2, input_pos, v)
