@@ -75,7 +75,7 @@ from torch import nn  # noqa: E402
 
 import kiln  # noqa: E402
 from kiln.export import export as kiln_export  # noqa: E402
-from kiln.llm.model import rotate_half  # noqa: E402
+from kiln.llm.model import RMSNorm, rotate_half  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from zoo import minilm, smollm2, vision  # noqa: E402
@@ -389,7 +389,7 @@ def decode_weight_bytes(llm: smollm2.Llama) -> int:
     """fp32 weight bytes one decode step reads: every linear weight, the (tied) output
     head, the norms, and one embedding row."""
     linears = sum(m.weight.numel() for m in llm.modules() if isinstance(m, nn.Linear))
-    norms = sum(m.weight.numel() for m in llm.modules() if isinstance(m, smollm2.RMSNorm))
+    norms = sum(m.weight.numel() for m in llm.modules() if isinstance(m, RMSNorm))
     head = llm.tok_embeddings.weight.numel() if llm.cfg.tied_embeddings else 0
     return 4 * (linears + norms + head + llm.cfg.dim)
 
