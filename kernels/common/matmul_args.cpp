@@ -25,7 +25,7 @@ Status mm_shapes(const char* op, const Tensor& a, const char* an, const Tensor& 
                        describe(b).c_str());
   *s = MatmulShapes();
   s->m = a.size(0), s->k = a.size(1), s->n = b.size(1);
-  s->c_batch_stride = s->m * s->n;
+  KILN_RETURN_IF_ERROR(checked_mul(op, "the output's rows times columns", s->m, s->n, &s->c_batch_stride));
   s->out_sizes.push(s->m);
   s->out_sizes.push(s->n);
   return Status::ok();
@@ -43,9 +43,10 @@ Status bmm_shapes(const char* op, const Tensor& a, const Tensor& b, const Tensor
   s->m = a.size(1), s->k = a.size(2), s->n = b.size(2);
   s->batch_ndim = 1;
   s->batch_sizes[0] = a.size(0);
-  s->a_batch_strides[0] = s->m * s->k;
-  s->b_batch_strides[0] = s->k * s->n;
-  s->c_batch_stride = s->m * s->n;
+  // Saturating operand strides: only a batch of 0 can make them overflow, and then nothing is read.
+  s->a_batch_strides[0] = sat_mul(s->m, s->k);
+  s->b_batch_strides[0] = sat_mul(s->k, s->n);
+  KILN_RETURN_IF_ERROR(checked_mul(op, "the output's rows times columns", s->m, s->n, &s->c_batch_stride));
   s->out_sizes.push(a.size(0));
   s->out_sizes.push(s->m);
   s->out_sizes.push(s->n);
@@ -65,7 +66,11 @@ Status matmul_shapes(const char* op, const Tensor& a, const Tensor& b, const Ten
   // Broadcast the batch dims (everything before the last two).
   const int a_batch = std::max(ad - 2, 0), b_batch = std::max(bd - 2, 0);
   const int nb = std::max(a_batch, b_batch);
-  int64_t a_stride = m * k, b_stride = k * n;  // strides of the innermost batch dim
+  // The output's rows times columns must fit; the operands' strides may saturate only where a
+  // size is 0 (no element is then read), so saturating arithmetic is exact where it matters.
+  int64_t c_stride;
+  KILN_RETURN_IF_ERROR(checked_mul(op, "the output's rows times columns", m, n, &c_stride));
+  int64_t a_stride = sat_mul(m, k), b_stride = sat_mul(k, n);  // strides of the innermost batch dim
   for (int d = nb - 1; d >= 0; --d) {
     const int da = d - (nb - a_batch), db = d - (nb - b_batch);
     const int64_t sa = da >= 0 ? a.sizes()[da] : 1, sb = db >= 0 ? b.sizes()[db] : 1;
@@ -75,19 +80,19 @@ Status matmul_shapes(const char* op, const Tensor& a, const Tensor& b, const Ten
     s->batch_sizes[d] = sa == 0 || sb == 0 ? 0 : std::max(sa, sb);
     s->a_batch_strides[d] = sa == 1 ? 0 : a_stride;
     s->b_batch_strides[d] = sb == 1 ? 0 : b_stride;
-    a_stride *= sa;
-    b_stride *= sb;
+    a_stride = sat_mul(a_stride, sa);
+    b_stride = sat_mul(b_stride, sb);
   }
   for (int d = 0; d < nb; ++d) s->out_sizes.push(s->batch_sizes[d]);
   if (ad >= 2) s->out_sizes.push(m);
   if (bd >= 2) s->out_sizes.push(n);
   s->batch_ndim = nb;
-  s->c_batch_stride = m * n;
+  s->c_batch_stride = c_stride;
   s->m = m, s->n = n, s->k = k;
   if (bd <= 2 && ad >= 3) {
     // [..., M, K] @ [K, N]: the batch dims of self are just more rows.
     s->batch_ndim = 0;
-    s->m = m * prod(a.sizes(), 0, ad - 2);
+    KILN_RETURN_IF_ERROR(checked_mul(op, "the rows of self", m, prod(a.sizes(), 0, ad - 2), &s->m));
   }
   return Status::ok();
 }
