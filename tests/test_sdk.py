@@ -26,6 +26,7 @@ def test_lib_dir_holds_exactly_the_sdk_files():
         "cmake/kiln/kilnPlugin.cmake",
         "libkiln.so.0",
         "libkiln_llm.so.0",
+        "libkiln_quantized.so.0",
         "pkgconfig/kiln.pc",
     ]
 
@@ -33,7 +34,8 @@ def test_lib_dir_holds_exactly_the_sdk_files():
 def test_no_symlinks_and_one_runtime():
     assert not [p for p in ROOT.rglob("*") if p.is_symlink()]
     # The runtime and the extension libraries, each one real file.
-    assert sorted(p.name for p in ROOT.rglob("libkiln*")) == ["libkiln.so.0", "libkiln_llm.so.0"]
+    assert sorted(p.name for p in ROOT.rglob("libkiln*")) == ["libkiln.so.0", "libkiln_llm.so.0",
+                                                               "libkiln_quantized.so.0"]
 
 
 def test_headers_are_public_only():

@@ -71,7 +71,7 @@ KILN_TEST(gelu_rejects_unknown_approximation) {
     const KernelRun r = run_kernel("aten::gelu.default", args, {&y}, kTierOptimized, isa);
     KILN_EXPECT(r.found && r.status.code() == Error::KernelFailure &&
                     std::string(r.status.message()).find("approximate") != std::string::npos,
-                "gelu with approximate=\"erf\": %s", r.status.message());
+                "gelu with approximate=\"erf\": %s", r.status.message().c_str());
   }
 }
 

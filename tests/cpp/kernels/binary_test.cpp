@@ -108,7 +108,7 @@ KILN_TEST(binary_rejects_incompatible_shapes) {
   args.tensor(a).tensor(b).d(1.0);
   for (Isa isa : supported_isas()) {
     const KernelRun r = run_kernel("aten::add.Tensor", args, {&y}, kTierOptimized, isa);
-    KILN_EXPECT(r.found && r.status.code() == Error::KernelFailure, "add [3,4] + [5]: %s", r.status.message());
+    KILN_EXPECT(r.found && r.status.code() == Error::KernelFailure, "add [3,4] + [5]: %s", r.status.message().c_str());
   }
 }
 
