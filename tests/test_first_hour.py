@@ -58,6 +58,7 @@ def readme_program(tmp_path_factory) -> Path:
     return build / "readme_app"
 
 
+@pytest.mark.shared_runtime  # the C++ SDK (pkg-config)
 def test_readme_cpp_program_compiles_warning_free_and_prints_an_output(readme_program, tmp_path, torch):
     import models
     from kiln.export import export
@@ -75,6 +76,7 @@ def test_readme_cpp_program_compiles_warning_free_and_prints_an_output(readme_pr
     assert abs(float(value) - first) <= 1e-4 * max(1.0, abs(first))
 
 
+@pytest.mark.shared_runtime  # the C++ SDK (pkg-config)
 def test_readme_cpp_program_prints_the_status_of_a_missing_file(readme_program, tmp_path):
     proc = subprocess.run([str(readme_program)], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
     assert proc.returncode == 1
@@ -82,6 +84,7 @@ def test_readme_cpp_program_prints_the_status_of_a_missing_file(readme_program, 
     assert re.fullmatch(r"[a-z_]+: .*model\.kiln.*\n", proc.stderr), proc.stderr
 
 
+@pytest.mark.shared_runtime  # the C++ SDK (pkg-config)
 def test_unchecked_result_says_why_before_aborting(tmp_path):
     (tmp_path / "main.cpp").write_text(
         "#include <kiln/kiln.h>\n"
