@@ -40,12 +40,11 @@ def run_threads(worker, threads=THREADS):
         raise errors[0]
 
 
-def test_one_method_fixed_shapes(exported):
-    path, *_ = exported("encoder")
+def check_one_method_from_many_threads(path, inputs) -> None:
+    """THREADS threads call program.forward (one shared Method) CALLS times each on `inputs`;
+    every result must equal a separate Method's answer for the same input."""
     program = kiln.load(path)
     alone = kiln.load(path).method("forward")
-    rng = np.random.default_rng(1)
-    inputs = [rng.standard_normal((2, 16, 64)).astype(np.float32) for _ in range(THREADS * 4)]
     expected = [alone(x)[0] for x in inputs]
     wrong = []
 
@@ -56,33 +55,25 @@ def test_one_method_fixed_shapes(exported):
             try:
                 assert_close(got, expected[k], 1e-6)
             except AssertionError as e:
-                wrong.append(f"thread {t} call {i}: {e}")
+                wrong.append(f"thread {t} call {i} (input {k}, {inputs[k].shape}): {e}")
 
     run_threads(worker)
     assert not wrong, f"{len(wrong)} of {THREADS * CALLS} results wrong, e.g. {wrong[:3]}"
+
+
+def test_one_method_fixed_shapes(exported):
+    path, *_ = exported("encoder")
+    rng = np.random.default_rng(1)
+    check_one_method_from_many_threads(path, [rng.standard_normal((2, 16, 64)).astype(np.float32)
+                                              for _ in range(THREADS * 4)])
 
 
 def test_one_method_dynamic_shapes(exported):
     """Each thread passes its own batch size: a caller must never get another's rows."""
     path, *_ = exported("mlp_dynamic_batch")
-    program = kiln.load(path)
-    alone = kiln.load(path).method("forward")
     rng = np.random.default_rng(2)
-    inputs = [rng.standard_normal((1 + (k * 9) % 64, 32)).astype(np.float32) for k in range(THREADS * 4)]
-    expected = [alone(x)[0] for x in inputs]
-    wrong = []
-
-    def worker(t):
-        for i in range(CALLS):
-            k = (t * 4 + i) % len(inputs)
-            (got,) = program.forward(inputs[k])
-            try:
-                assert_close(got, expected[k], 1e-6)
-            except AssertionError as e:
-                wrong.append(f"thread {t} call {i} (batch {len(inputs[k])}): {e}")
-
-    run_threads(worker)
-    assert not wrong, f"{len(wrong)} of {THREADS * CALLS} results wrong, e.g. {wrong[:3]}"
+    check_one_method_from_many_threads(path, [rng.standard_normal((1 + (k * 9) % 64, 32)).astype(np.float32)
+                                              for k in range(THREADS * 4)])
 
 
 def test_state_advances_one_call_at_a_time(exported):
