@@ -372,7 +372,7 @@ ARANGE_CASES = [
 @pytest.mark.parametrize("overload, args, dtype", ARANGE_CASES)
 def test_arange_overloads_match_eager(tmp_path, overload, args, dtype):
     from kiln.export.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
-    from kiln.export.lowering import kiln_dtype
+    from kiln.export.dtypes import kiln_dtype
     from kiln.export.serialize import write_program
 
     want = torch.arange(*args, dtype=dtype)

@@ -11,11 +11,20 @@ Importing this package is cheap: torch (and flatbuffers) are imported only when
 
 from .report import ExportReport, MethodReport
 
-__all__ = ["export", "compare", "ExportReport", "MethodReport"]
+__all__ = ["export", "compare", "ExportReport", "MethodReport", "PassContext"]
+
+
+def __getattr__(name):
+    # PassContext (what a user pass receives) imports torch: only when asked for.
+    if name == "PassContext":
+        from .passes.manager import PassContext
+
+        return PassContext
+    raise AttributeError(f"module 'kiln.export' has no attribute {name!r}")
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
-           optimize=True, quantize=None, metadata=None) -> ExportReport:
+           optimize=True, quantize=None, metadata=None, passes=()) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
     model:          a torch.nn.Module (put in eval mode for the export; its
@@ -45,6 +54,12 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
                     metadata (docs/format.md, Metadata), read back with
                     kiln.load(path).metadata(key); kiln.llm keeps an LLM's
                     tokenizer, chat template and config there.
+    passes:         optional graph passes of the user's, each a callable
+                    fn(ctx: kiln.export.PassContext) that rewrites ctx.graph (an
+                    FX graph of core ATen operators) in place, e.g. to fuse a
+                    pattern into a custom operator (docs/extending.md). They run
+                    after kiln's canonicalization and before its fusions, dtype
+                    casts, constant folding and dead-code elimination.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
     operator kiln cannot run). Nothing is written unless the export succeeds.
@@ -53,11 +68,11 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
 
     return export_program(model, example_inputs, path, methods=methods,
                           dynamic_shapes=dynamic_shapes, optimize=optimize, quantize=quantize,
-                          metadata=metadata)
+                          metadata=metadata, passes=passes)
 
 
 def compare(model, example_inputs, *, method="forward", dynamic_shapes=None, optimize=True, kernels="", isa="",
-            tolerance=1e-4):
+            tolerance=1e-4, passes=()):
     """Runs `model.<method>(*example_inputs)` in eager PyTorch and in kiln and
     compares every intermediate value; returns a Comparison whose printout (and
     .culprit) names the first operator whose result differs while its inputs
@@ -65,4 +80,4 @@ def compare(model, example_inputs, *, method="forward", dynamic_shapes=None, opt
     from .comparison import compare as _compare
 
     return _compare(model, example_inputs, method=method, dynamic_shapes=dynamic_shapes, optimize=optimize,
-                    kernels=kernels, isa=isa, tolerance=tolerance)
+                    kernels=kernels, isa=isa, tolerance=tolerance, passes=passes)

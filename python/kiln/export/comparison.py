@@ -31,7 +31,8 @@ from ..errors import ExportError, UnsupportedOperatorError
 from .constants import ConstantPool
 from .exporter import _as_float32, _dynamic_shapes_for, _method_plan, _producer, _trace
 from .ir import ProgramIR
-from .lowering import find_unsupported, format_unsupported, lower_method, module_path
+from .diagnostics import find_unsupported, format_unsupported, module_path
+from .lowering import lower_method
 from .operators import op_key
 from .passes import default_passes
 from .passes.manager import VALUE_OF, PassManager, nodes_in
@@ -168,12 +169,12 @@ def _op_name(node: fx.Node) -> str:
 
 
 def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=None, optimize: bool = True,
-            kernels: str = "", isa: str = "", tolerance: float = 1e-4) -> Comparison:
+            kernels: str = "", isa: str = "", tolerance: float = 1e-4, passes=()) -> Comparison:
     """Compares every intermediate value of `model.<method>(*example_inputs)` in
     eager PyTorch and in kiln; returns a Comparison (print it, or read
     .culprit / .first_divergence / .values).
 
-    dynamic_shapes and optimize are as for export(); kernels and isa as for
+    dynamic_shapes, optimize and passes are as for export(); kernels and isa as for
     kiln.load (kernels="portable" tells whether an optimized kernel is the
     cause). The example inputs are the ones compared.
     """
@@ -196,7 +197,7 @@ def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=No
             where, cls = module_path(node, ctx.module_prefix)
             eager_info[node.name] = (_op_name(node), f"{where} ({cls})" if where else "")
         eager = _eager_values(ctx, args)
-        PassManager(default_passes(optimize)).run(ctx)
+        PassManager(default_passes(optimize, passes or ())).run(ctx)
     finally:
         for m, mode in training.items():
             m.training = mode

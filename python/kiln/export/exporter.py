@@ -2,7 +2,7 @@
 
     ep = torch.export.export(module.eval(), args, strict=False)
     ep = ep.run_decompositions(decomposition_table())
-    PassManager(default_passes(optimize)).run(ctx)  # per method (optimize: fusion)
+    PassManager(default_passes(optimize, passes)).run(ctx)  # per method (optimize: fusion)
     find_unsupported(...)                           # all methods, before writing
     lower_method(ctx, pool)                         # shared ConstantPool = dedup
     write_program(...)                              # temp file + rename
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 
@@ -25,7 +25,8 @@ from ..errors import ExportError, UnsupportedOperatorError
 from .constants import ConstantPool
 from .decompositions import decomposition_table
 from .ir import ProgramIR
-from .lowering import find_unsupported, format_unsupported, lower_method
+from .diagnostics import find_unsupported, format_unsupported
+from .lowering import lower_method
 from .passes import default_passes
 from .passes.manager import PassContext, PassManager
 from .quantized_summary import summarize_method
@@ -268,8 +269,8 @@ def check_metadata(metadata) -> Dict[str, bytes]:
     return out
 
 
-def export_program(model, example_inputs, path, *, methods=None,
-                   dynamic_shapes=None, optimize=True, quantize=None, metadata=None) -> ExportReport:
+def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
+                   optimize=True, quantize=None, metadata=None, passes=()) -> ExportReport:
     start = time.perf_counter()
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"kiln.export.export expects a torch.nn.Module, got {type(model).__name__}")
@@ -278,6 +279,7 @@ def export_program(model, example_inputs, path, *, methods=None,
     named_metadata = check_metadata(metadata)
     plan = _method_plan(model, example_inputs, methods)
     names = [n for n, _ in plan]
+    pipeline = default_passes(optimize, passes or ())
     notes = []
     if quantize is not None:
         model, note = _quantized(model, quantize)
@@ -292,7 +294,7 @@ def export_program(model, example_inputs, path, *, methods=None,
         model.eval()
         for name, args in plan:
             ctx = _trace(model, name, args, _dynamic_shapes_for(dynamic_shapes, name, names))
-            PassManager(default_passes(optimize)).run(ctx)
+            PassManager(pipeline).run(ctx)
             contexts.append(ctx)
     finally:
         for m, mode in training.items():

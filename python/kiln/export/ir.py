@@ -20,7 +20,7 @@ Conventions (see docs/format.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 # kiln ScalarType codes (schema/program.fbs, runtime/include/kiln/tensor.h).
 FLOAT32, FLOAT64, INT64, INT32, BOOL, FLOAT16, BFLOAT16, UINT8, INT8 = range(9)

@@ -83,6 +83,16 @@ def plan_memory(lifetimes: Sequence[Lifetime], alignment: int = ALIGNMENT) -> Me
     return MemoryPlan(offsets=offsets, arena_size=arena, naive_size=naive)
 
 
+def plan_state(sizes: Sequence[int], alignment: int = ALIGNMENT) -> Tuple[List[int], int]:
+    """(offsets, arena size) of state tensors of `sizes` bytes, one after the
+    other: state persists across calls, so its bytes are never shared."""
+    offsets, end = [], 0
+    for size in sizes:
+        offsets.append(end)
+        end += align_up(size, alignment)
+    return offsets, end
+
+
 def verify_plan(lifetimes: Sequence[Lifetime], plan: MemoryPlan, alignment: int = ALIGNMENT) -> None:
     """Raises AssertionError if two live-together tensors overlap in memory,
     an offset is misaligned, or a tensor does not fit in the arena."""

@@ -18,14 +18,13 @@ import torch
 import torch.fx as fx
 
 from ...errors import ExportError
+from ..diagnostics import describe_node
 from .manager import PassContext, bound_args, getitem_users, same_shape
 
 aten = torch.ops.aten
 
 
 def _location(node: fx.Node) -> str:
-    from ..lowering import describe_node  # local import: lowering imports passes
-
     return describe_node(node)
 
 

@@ -142,6 +142,12 @@ def is_symbolic(x) -> bool:
     return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
+def is_size_arithmetic(node: fx.Node) -> bool:
+    """sym_size, operator.mul, ... on symbolic sizes: not run as such; the
+    lowering compiles the size expressions they produce (symbolic.py)."""
+    return is_symbolic(node.meta.get("val"))
+
+
 def same_shape(a: Sequence, b: Sequence) -> bool:
     """True if the shapes are equal for every value of their symbols (a
     symbolic comparison must not specialize a dynamic dimension)."""
@@ -183,6 +189,18 @@ class Pass:
 
 def load_pass(module) -> Pass:
     return Pass(module.__name__.rsplit(".", 1)[-1], module.run, (module.__doc__ or "").strip())
+
+
+def user_pass(fn) -> Pass:
+    """A pass of the user's (export(..., passes=[fn])): `fn(ctx: PassContext)`
+    rewrites ctx.graph in place; an error in it is reported under its name."""
+    if isinstance(fn, Pass):
+        return fn
+    if not callable(fn):
+        raise ExportError(f"passes must be callables fn(ctx: kiln.export.PassContext), got "
+                          f"{type(fn).__name__}")
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return Pass(f"user pass {name}", fn, (getattr(fn, "__doc__", None) or "").strip())
 
 
 class PassManager:
