@@ -100,6 +100,10 @@ CASES = {
     "bitwise_and_bool": ("aten::bitwise_and.Tensor", lambda a, b: a & b, (randn(4, 3) > 0, randn(3) > 0)),
     "bitwise_or_bool": ("aten::bitwise_or.Tensor", lambda a, b: a | b, (randn(4, 3) > 0, randn(3) > 0)),
     "bitwise_xor_bool": ("aten::bitwise_xor.Tensor", lambda a, b: a ^ b, (randn(4, 3) > 0, randn(3) > 0)),
+    # ATen's arithmetic on bools is logic: kiln runs it as such (canonicalize_operators).
+    "mul_bools": ("aten::logical_and.default", lambda a, b: a * b, (randn(4, 3) > 0, randn(3) > 0)),
+    "add_bools": ("aten::logical_or.default", lambda a, b: a + b, (randn(4, 3) > 0, randn(3) > 0)),
+    "mul_bool_by_scalar": ("aten::logical_and.default", lambda a: a * True, (randn(4, 3) > 0,)),
     "bitwise_xor_int": ("aten::bitwise_xor.Tensor", lambda a, b: a ^ b, (randint(-9, 9, 4, 3), randint(-9, 9, 3))),
     # reductions along dims
     "argmax": ("aten::argmax.default", lambda x: x.argmax(-1), (distinct(3, 4, 5),)),
@@ -253,6 +257,11 @@ CASES = {
     "group_norm_no_affine_3d": ("aten::group_norm.default", lambda x: F.group_norm(x, 2, eps=1e-3),
                                 (randn(3, 4, 9),)),
     "group_norm_module": ("aten::group_norm.default", torch.nn.GroupNorm(4, 8).eval(), (randn(1, 8, 3, 3),)),
+    # ATen takes any eps; a negative one smaller than the variance still gives finite values.
+    "group_norm_negative_eps": ("aten::group_norm.default", lambda x: F.group_norm(x, 2, eps=-1e-3),
+                                (randn(2, 4, 5) * 3,)),
+    "logsumexp_of_a_0d_tensor": ("aten::logsumexp.default", lambda x: torch.logsumexp(x, dim=()),
+                                 (randn(()),)),
     # pixel_shuffle / pixel_unshuffle export as view, permute and copies
     "pixel_shuffle": ("aten::permute.default", lambda x: F.pixel_shuffle(x, 2), (randn(1, 8, 3, 5),)),
     "pixel_unshuffle": ("aten::permute.default", lambda x: F.pixel_unshuffle(x, 3), (randn(2, 2, 6, 3),)),

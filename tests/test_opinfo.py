@@ -24,13 +24,13 @@ SUBSET = [
     # elementwise
     "add", "sub", "mul", "div.no_rounding_mode", "abs", "neg", "exp", "sqrt", "rsqrt", "sigmoid", "tanh",
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.leaky_relu",
-    "nn.functional.elu", "clamp", "where", "maximum",
+    "nn.functional.elu", "clamp", "where", "maximum", "isclose",
     # reductions
-    "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "var", "logsumexp", "cumsum",
+    "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "var", "logsumexp", "masked.logsumexp", "cumsum",
     # shape
     "cat", "reshape", "permute", "transpose", "flip", "roll", "tril",
     # indexing
-    "index_select", "gather",
+    "index_select", "gather", "index_fill",
     # pooling, convolution, resampling, linear algebra
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.interpolate.nearest",

@@ -37,7 +37,8 @@ Status group_norm_run(KernelContext&, Inputs in, Outputs out) {
     KILN_CHECK_OR_RETURN(p->dim() == 1 && p->size(0) == c, KernelFailure, "%s: %s must be [%lld], got %s", op,
                          p == w ? "weight" : "bias", static_cast<long long>(c), describe(*p).c_str());
   }
-  KILN_CHECK_OR_RETURN(eps == eps && eps >= 0, KernelFailure, "%s: eps %g must be >= 0", op, eps);
+  // Any eps, as ATen: a negative one that makes var + eps negative gives NaN there too.
+  KILN_CHECK_OR_RETURN(eps == eps, KernelFailure, "%s: eps must not be NaN", op);
   KILN_RETURN_IF_ERROR(resize_output(op, &y, x->sizes()));
   if (x->numel() == 0) return Status::ok();
   const int64_t per_channel = prod(x->sizes(), 2, x->dim()), channels = c / groups, count = channels * per_channel;

@@ -52,8 +52,11 @@ Status logsumexp_run(KernelContext&, Inputs in, Outputs out) {
   const ScalarType t = x->dtype();
   KILN_CHECK_OR_RETURN(t == ScalarType::Float32 || t == ScalarType::Float64, KernelFailure,
                        "%s: self must be f32 or f64, got %s", op, describe(*x).c_str());
-  // ATen's eager kernel fails on an empty dim list for most ranks; refuse it rather than guess.
-  KILN_CHECK_OR_RETURN(!dims.empty(), KernelFailure, "%s: dim must name at least one dim", op);
+  // An empty dim list: ATen reduces a 0-d tensor's one element (the result is the element) and
+  // fails for other ranks; refuse those rather than guess.
+  KILN_CHECK_OR_RETURN(!dims.empty() || x->dim() == 0, KernelFailure,
+                       "%s: dim must name at least one dim of a %lld-d tensor", op,
+                       static_cast<long long>(x->dim()));
   ReductionPlan plan;
   KILN_RETURN_IF_ERROR(plan_reduction(op, *x, dims, false, keepdim, &plan));
   Tensor& y = *out[0];

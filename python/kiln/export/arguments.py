@@ -17,7 +17,7 @@ from . import ir
 from .diagnostics import describe_node
 from .dtypes import C10_DTYPES, WIDENED_CONSTANTS, kiln_dtype
 from .operators import OpSpec, op_key
-from .passes.manager import PassContext, is_symbolic
+from .passes.manager import PassContext, is_symbolic, nodes_in
 from .symbolic import IntCompiler, is_symbolic_int
 from .values import ValueTable
 
@@ -59,6 +59,15 @@ def declared_type(arg) -> str:
     return str(t)
 
 
+def scalar_read_hint(node: fx.Node) -> str:
+    """A hint for a value that is a Python number read off a tensor (item(), tolist(), float(t))."""
+    for n in [node, *nodes_in(node.args)]:
+        if getattr(n, "target", None) is torch.ops.aten._local_scalar_dense.default:
+            return ("; it is a Python number read from a tensor (item(), tolist(), int() or float() "
+                    "of a tensor): keep the computation in tensors, e.g. x * t instead of x * t.item()")
+    return ""
+
+
 class ArgumentEncoder:
     """`encode(arg, value, spec, out_dtype, node)` -> the index of the value
     that carries `value` for schema argument `arg` of `node`'s operator."""
@@ -86,7 +95,7 @@ class ArgumentEncoder:
         if isinstance(value, fx.Node) and is_symbolic(value.meta.get("val")):
             raise ExportError(f"argument '{arg.name}' of {op_key(node.target)} is a symbolic "
                               f"{type(value.meta['val']).__name__}, which kiln cannot compute "
-                              f"({describe_node(node, self.ctx.module_prefix)})")
+                              f"({describe_node(node, self.ctx.module_prefix)}){scalar_read_hint(value)}")
         if isinstance(value, int) and not isinstance(value, bool):
             # An int where the schema declares a dtype/layout/memory format is a
             # c10 code, e.g. the default of a custom op's `dtype: torch.dtype = torch.float32`.

@@ -18,7 +18,7 @@ import torch.fx as fx
 
 from ..errors import ExportError
 from . import ir
-from .arguments import ArgumentEncoder
+from .arguments import ArgumentEncoder, scalar_read_hint
 from .constants import ConstantPool
 from .diagnostics import describe_node
 from .memory_plan import Lifetime, plan_memory, plan_state
@@ -223,9 +223,11 @@ class _MethodLowering:
         overwritten = {self.state_of[st] for st, new in zip(self.ctx.mutated, results)
                        if self.tensor(new) != self.state_of[st]}
         for i, r in enumerate(results[num_mutated:]):
-            if not isinstance(r, fx.Node):
+            if not isinstance(r, fx.Node) or not isinstance(r.meta.get("val"), torch.Tensor):
+                what = r.meta.get("val") if isinstance(r, fx.Node) else r
                 raise ExportError(f"output {i} of method '{m.name}' is not a tensor "
-                                  f"({r!r}); kiln methods return tensors only")
+                                  f"({what!r}); kiln methods return tensors only"
+                                  f"{scalar_read_hint(r) if isinstance(r, fx.Node) else ''}")
             v = self.tensor(r)
             if v in overwritten:
                 # The old value of a state tensor that is about to be replaced.

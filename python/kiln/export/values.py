@@ -26,7 +26,11 @@ def _double_key(x: float) -> bytes:
 
 def tensor_bytes(tensor: torch.Tensor):
     """The tensor's bytes, contiguous, as a numpy uint8 array (for the constant pool)."""
-    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+    flat = tensor.contiguous().reshape(-1)
+    if flat.numel() == 1 and flat.stride(0) != 1:
+        # A one-element tensor counts as contiguous whatever its stride (an expanded 0-d one).
+        flat = torch.empty((1,), dtype=flat.dtype).copy_(flat)
+    return flat.view(torch.uint8).numpy()
 
 
 class ValueTable:

@@ -163,6 +163,18 @@ def _scalar_binary(new_target, swap=False):
     return rewrite
 
 
+def _on_bools(logical, otherwise=None):
+    """mul and add of bools are logical and / or (what ATen computes for bool tensors), which
+    kiln has kernels for; other dtypes go to `otherwise` (or stay as they are)."""
+    def rewrite(ctx, node):
+        if ctx.dtype(node) != torch.bool:
+            return otherwise(ctx, node) if otherwise is not None else False
+        a = bound_args(node)
+        ctx.replace(node, ctx.call(logical, (a["self"], a["other"]), like=node, val=node.meta["val"]))
+        return True
+    return rewrite
+
+
 def _where_scalar(ctx, node):
     a = bound_args(node)
     ctx.replace(node, ctx.call(aten.where.self, (a["condition"], a["self"], a["other"]),
@@ -247,9 +259,11 @@ REWRITES = {
     aten.copy.default: _copy,
     aten.squeeze.default: _squeeze,
     aten.squeeze.dim: _squeeze,
-    aten.add.Scalar: _scalar_binary(aten.add.Tensor),
+    aten.add.Scalar: _on_bools(aten.logical_or.default, _scalar_binary(aten.add.Tensor)),
     aten.sub.Scalar: _scalar_binary(aten.sub.Tensor),
-    aten.mul.Scalar: _scalar_binary(aten.mul.Tensor),
+    aten.mul.Scalar: _on_bools(aten.logical_and.default, _scalar_binary(aten.mul.Tensor)),
+    aten.add.Tensor: _on_bools(aten.logical_or.default),
+    aten.mul.Tensor: _on_bools(aten.logical_and.default),
     aten.div.Scalar: _scalar_binary(aten.div.Tensor),
     aten.rsub.Scalar: _scalar_binary(aten.sub.Tensor, swap=True),
     aten.rsub.Tensor: _scalar_binary(aten.sub.Tensor, swap=True),
