@@ -107,8 +107,10 @@ def cmake_executable() -> str:
 
 
 def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, generator: str = "Ninja",
-                        defines: dict | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Configure and build a CMake project against the installed kiln; raises with the log on failure."""
+                        defines: dict | None = None, env: dict | None = None,
+                        targets: tuple = ()) -> subprocess.CompletedProcess:
+    """Configure and build a CMake project (all of it, or only `targets`: the source tree's own builds
+    take minutes on two cores); raises with the log on failure."""
     cmake = cmake or cmake_executable()
     env = env or clean_env()
     args = [cmake, "-S", str(source), "-B", str(build), "-G", generator, "-DCMAKE_BUILD_TYPE=Release"]
@@ -118,7 +120,7 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
             args.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
     for k, v in (defines or {}).items():
         args.append(f"-D{k}={v}")
-    for cmd in (args, [cmake, "--build", str(build)]):
+    for cmd in (args, [cmake, "--build", str(build), *(["--target", *targets] if targets else [])]):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")

@@ -130,7 +130,8 @@ def test_inspect_names_the_tier_of_each_instruction(tmp_path):
 def test_optimized_kernels_match_the_reference_at_every_isa_level():
     """tests/cpp/kernels, built from this source tree with the release flags of the wheel."""
     build = REPO / "build" / "kernel-tests"  # kept between runs: a full build takes minutes
-    build_cmake_project(REPO, build, defines={"KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_TESTS": "ON"})
+    build_cmake_project(REPO, build, defines={"KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_TESTS": "ON"},
+                        targets=("kernel_tiers_test",))
     proc = subprocess.run([str(build / "tests" / "cpp" / "kernel_tiers_test")], capture_output=True, text=True,
                           env=clean_env(), timeout=1800)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
@@ -150,7 +151,8 @@ def test_neon_kernels_match_the_reference_under_qemu():
     build = REPO / "build" / "aarch64"
     build_cmake_project(REPO, build, defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_TESTS": "ON",
-        "CMAKE_TOOLCHAIN_FILE": str(REPO / "cmake" / "toolchains" / "aarch64-linux-gnu.cmake")})
+        "CMAKE_TOOLCHAIN_FILE": str(REPO / "cmake" / "toolchains" / "aarch64-linux-gnu.cmake")},
+        targets=("kernel_tiers_test",))
     program = str(build / "tests" / "cpp" / "kernel_tiers_test")
     proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", program], capture_output=True, text=True,
                           env=clean_env(), timeout=3600)
