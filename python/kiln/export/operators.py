@@ -103,6 +103,10 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::slice_scatter.default",
     "aten::index_select.default",
     "aten::gather.default",
+    # data-dependent output sizes (bounded at export, docs/dynamic-shapes.md)
+    "aten::nonzero.default",
+    "aten::masked_select.default",
+    "aten::_unique2.default",
     # factories
     "aten::arange.start_step",
     "aten::arange.start",
@@ -308,6 +312,8 @@ OP_SPECS.update({
         OpSpec("aten::slice_scatter.default", dim_args=_DIM, cast_args=("src",)),
         OpSpec("aten::index_select.default", dim_args=_DIM),
         OpSpec("aten::gather.default", dim_args=_DIM),
+        OpSpec("aten::masked_select.default", bool_args=("mask",)),
+        OpSpec("aten::_unique2.default", num_outputs=3),
         OpSpec("aten::maximum.default", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::minimum.default", cast_args=_ELEMENTWISE_BINARY),
         OpSpec("aten::bitwise_and.Tensor", cast_args=_ELEMENTWISE_BINARY),
