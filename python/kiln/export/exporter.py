@@ -128,6 +128,7 @@ def _torch_internal_warnings_hidden():
 
 def _data_dependent_guard(error: BaseException) -> Optional[str]:
     """The expression of torch's "Could not guard on data-dependent expression ..."
+    or "Could not extract specialized integer from data-dependent expression ..."
     (GuardOnDataDependentSymNode, or a user error that wraps it), else None."""
     import re
 
@@ -135,7 +136,8 @@ def _data_dependent_guard(error: BaseException) -> Optional[str]:
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         text = str(error)
-        match = re.search(r"[Cc]ould not guard on data-dependent expression (.+?)(?: \(unhinted|\n|$)", text)
+        match = re.search(r"[Cc]ould not (?:guard on|extract specialized integer from) data-dependent "
+                          r"expression (.+?)(?: \(unhinted|\n|$)", text)
         if match:
             return match.group(1).strip()
         if type(error).__name__ == "GuardOnDataDependentSymNode":
