@@ -183,9 +183,11 @@ class SymbolicSizes:
                 self.ranges[sym] = ValueRanges(0, max(min(uppers), 0))
 
     def _torch_upper(self, sym) -> Optional[int]:
+        """torch's upper bound of a data-dependent size; None when it has none (for an
+        unbacked size torch may record int64's maximum, which is no bound either)."""
         for table in (self.declared, self.ranges):
             r = table.get(sym)
-            if r is not None and _finite(r.upper):
+            if r is not None and _finite(r.upper) and int(r.upper) < (1 << 62):
                 return int(r.upper)
         return None
 
