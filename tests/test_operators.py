@@ -75,6 +75,11 @@ CASES = {
                           (X, randn(2, 3, 6))),
     "index_select": ("aten::index_select.default", lambda x, i: x.index_select(-1, i), (X, torch.tensor([5, 0, 0]))),
     "gather": ("aten::gather.default", lambda x, i: x.gather(1, i), (X, randint(0, 5, 2, 3, 6))),
+    # data-dependent output sizes (more in tests/test_data_dependent.py)
+    "nonzero": ("aten::nonzero.default", lambda x: torch.nonzero(x), (randint(0, 2, 3, 4),)),
+    "masked_select": ("aten::masked_select.default", lambda x, m: torch.masked_select(x, m), (X, X[0] > 0)),
+    "unique": ("aten::_unique2.default", lambda x: torch.unique(x, return_inverse=True, return_counts=True),
+               (randint(0, 4, 3, 5),)),
     # factories (large enough not to be folded into constants)
     "arange_int": ("aten::arange.start_step", lambda x: torch.arange(3, 3 + 3 * BIG, 3) + x, (torch.tensor([1]),)),
     "arange_float": ("aten::arange.start_step", lambda x: torch.arange(-1.0, 1.0, 2.0 / BIG) * x, (randn(1),)),
