@@ -70,8 +70,9 @@ class DataDim:
     """A data-dependent symbol: the run-time size of dimension `dim` of output
     `index` of `node` (nonzero, masked_select, index with a mask, _unique2)."""
 
-    def __init__(self, node: fx.Node, index: int, dim: int, bound) -> None:
+    def __init__(self, node: fx.Node, index: int, dim: int, bound, trust_torch: bool = True) -> None:
         self.node, self.index, self.dim, self.bound = node, index, dim, bound
+        self.trust_torch = trust_torch  # whether torch's range for the symbol may narrow `bound`
 
 
 def _numel(val):
@@ -93,8 +94,9 @@ def _broadcast_numel(a, b):
 
 
 def _data_dependent_outputs(node: fx.Node):
-    """[(output index, bound of any data-dependent dim of it)] of a supported
-    producer of data-dependent sizes; [] for any other node."""
+    """[(output index, bound of any data-dependent dim of it, whether torch's range
+    may narrow that bound)] of a supported producer of data-dependent sizes; []
+    for any other node."""
     from .operators import op_key
 
     if node.op != "call_function" or not hasattr(node.target, "_schema"):
@@ -103,14 +105,16 @@ def _data_dependent_outputs(node: fx.Node):
     args = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
     if key in ("aten::nonzero.default", "aten::_unique2.default") and isinstance(args[0], torch.Tensor):
         bound = _numel(args[0])
-        return [(0, bound), (2, bound)] if key == "aten::_unique2.default" else [(0, bound)]
+        return [(0, bound, True), (2, bound, True)] if key == "aten::_unique2.default" else [(0, bound, True)]
     if key == "aten::masked_select.default" and all(isinstance(a, torch.Tensor) for a in args[:2]):
-        return [(0, _broadcast_numel(args[0], args[1]))]
+        # torch 2.13's fake masked_select bounds the size by self.numel(), too small when the
+        # mask broadcasts self to more elements (self [10], mask [10, 10]): not trusted.
+        return [(0, _broadcast_numel(args[0], args[1]), False)]
     if key == "aten::index.Tensor" and len(node.args) > 1:
         masks = [_numel(i.meta["val"]) for i in node.args[1] if isinstance(i, fx.Node)
                  and i.meta["val"].dtype in (torch.bool, torch.uint8)]
         if masks:
-            return [(0, sympy.Min(*masks) if len(masks) > 1 else masks[0])]
+            return [(0, sympy.Min(*masks) if len(masks) > 1 else masks[0], True)]
     return []
 
 
@@ -161,10 +165,15 @@ class SymbolicSizes:
         """Unbacked symbols that size an output of a supported producer, and their bounds."""
         from torch.utils._sympy.value_ranges import ValueRanges
 
+        from .operators import op_key
+
+        self.defined_by: Dict[sympy.Symbol, str] = {}  # every unbacked symbol: the operator that makes it
         for node in ctx.graph.nodes:
+            for sym in (node.meta.get("unbacked_bindings") or {}):
+                self.defined_by.setdefault(sym, op_key(node.target))
             val = node.meta.get("val")
             vals = list(val) if isinstance(val, (tuple, list)) else [val]
-            for index, bound in _data_dependent_outputs(node):
+            for index, bound, trust_torch in _data_dependent_outputs(node):
                 out = vals[index] if index < len(vals) else None
                 if not isinstance(out, torch.Tensor):
                     continue
@@ -174,11 +183,13 @@ class SymbolicSizes:
                         continue
                     if self.shape_env is None and isinstance(size, torch.SymInt):
                         self.shape_env = size.node.shape_env
-                    self.data[expr] = DataDim(node, index, d, bound)
+                    self.data[expr] = DataDim(node, index, d, bound, trust_torch)
         for sym, src in self.data.items():
             # The producer's own bound, at its inputs' bounds, or torch's range if smaller.
             # (graph order: a bound over an earlier data-dependent size, nonzero(x[m]), has its range)
-            uppers = [u for u in (self.upper_or_none(src.bound), self._torch_upper(sym)) if u is not None]
+            derived = self.upper_or_none(src.bound)
+            torch_upper = self._torch_upper(sym) if src.trust_torch or derived is None else None
+            uppers = [u for u in (derived, torch_upper) if u is not None]
             if uppers:
                 self.ranges[sym] = ValueRanges(0, max(min(uppers), 0))
 
@@ -201,7 +212,9 @@ class SymbolicSizes:
         unbound = sorted(str(x) for x in expr.free_symbols if not self.known(x))
         if unbound:
             if any(name.startswith("u") for name in unbound):
-                return (f"it depends on {', '.join(unbound)}, a size computed from tensor data that "
+                makers = sorted({self.defined_by[x] for x in expr.free_symbols if x in self.defined_by})
+                by = f"by {', '.join(makers)} " if makers else ""
+                return (f"it depends on {', '.join(unbound)}, a size computed from tensor data {by}that "
                         "kiln cannot read at run time (e.g. from .item() or .tolist()); kiln runs "
                         "data-dependent sizes only as the output sizes of nonzero, masked_select, "
                         "boolean-mask indexing (x[mask]) and unique")
