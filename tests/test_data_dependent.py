@@ -178,7 +178,8 @@ def test_a_size_from_item_is_refused(tmp_path):
     def fn(x):
         return torch.zeros((x > 0).sum().item()) + 1
 
-    with pytest.raises(ExportError, match=r"depends on u\d+, a size computed from tensor data by aten::_local_scalar_dense.*\.item\(\)"):
+    with pytest.raises(ExportError, match=r"depends on u\d+, a size computed from tensor data "
+                                          r"by aten::_local_scalar_dense.*\.item\(\)"):
         export(Fn(fn), (randn(6),), tmp_path / "item.kiln")
     assert not (tmp_path / "item.kiln").exists()
 
