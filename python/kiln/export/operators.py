@@ -103,7 +103,7 @@ SUPPORTED_OPERATORS: Tuple[str, ...] = (
     "aten::slice_scatter.default",
     "aten::index_select.default",
     "aten::gather.default",
-    # data-dependent output sizes (bounded at export, docs/dynamic-shapes.md)
+    # data-dependent output sizes (bounded at export; docs/format.md, "Data-dependent sizes")
     "aten::nonzero.default",
     "aten::masked_select.default",
     "aten::_unique2.default",
