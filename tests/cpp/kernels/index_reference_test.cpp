@@ -109,6 +109,13 @@ KILN_TEST(portable_index_tensor) {
     Args b;
     b.tensor(x).tensors({&wrong});
     expect_rejected("a mask of the wrong shape", kIndex, b, {&y}, "does not match");
+    TestTensor u8({4}, ScalarType::UInt8), z = out();  // a u8 mask: any non-zero byte selects
+    uint8_t* ub = static_cast<uint8_t*>(u8.t.data());
+    ub[0] = 0, ub[1] = 7, ub[2] = 0, ub[3] = 0;
+    Args c;
+    c.tensor(x).tensors({nullptr, nullptr, &u8});
+    KILN_EXPECT(run_portable(kIndex, c, {&z}).is_ok() && has_shape(z, {2, 3, 1}) && equals_f(z, {1, 5, 9, 13, 17, 21}),
+                "index [:, :, u8 mask]: %s", describe(z.t).c_str());
     std::memset(m.t.data(), 1, 4);
     TestTensor small = out(ScalarType::Float32, 11);  // 4 x 3 elements needed
     expect_rejected("a mask count beyond the planned bound", kIndex, a, {&small}, "planned for its bound");
