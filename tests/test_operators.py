@@ -75,6 +75,11 @@ CASES = {
                           (X, randn(2, 3, 6))),
     "index_select": ("aten::index_select.default", lambda x, i: x.index_select(-1, i), (X, torch.tensor([5, 0, 0]))),
     "gather": ("aten::gather.default", lambda x, i: x.gather(1, i), (X, randint(0, 5, 2, 3, 6))),
+    # data-dependent output sizes (more in tests/test_data_dependent.py)
+    "nonzero": ("aten::nonzero.default", lambda x: torch.nonzero(x), (randint(0, 2, 3, 4),)),
+    "masked_select": ("aten::masked_select.default", lambda x, m: torch.masked_select(x, m), (X, X[0] > 0)),
+    "unique": ("aten::_unique2.default", lambda x: torch.unique(x, return_inverse=True, return_counts=True),
+               (randint(0, 4, 3, 5),)),
     # factories (large enough not to be folded into constants)
     "arange_int": ("aten::arange.start_step", lambda x: torch.arange(3, 3 + 3 * BIG, 3) + x, (torch.tensor([1]),)),
     "arange_float": ("aten::arange.start_step", lambda x: torch.arange(-1.0, 1.0, 2.0 / BIG) * x, (randn(1),)),
@@ -429,15 +434,19 @@ def test_index_out_of_range_is_an_execution_error(out_dir):
         kiln.load(path).forward(X.numpy(), np.array([0, 5], dtype=np.int64))
 
 
-def test_bool_mask_index_is_refused_at_export(out_dir):
-    # x[m] has a size that depends on m's values. (The index kernel's own refusal of bool
-    # indices is checked in tests/cpp/kernels/index_reference_test.cpp, portable_index_tensor.)
+def test_bool_mask_index_runs(out_dir):
+    # x[m] has a size that depends on m's values: planned for its bound, set at run time
+    # (tests/test_data_dependent.py covers masks, nonzero, masked_select and unique in depth).
     from kiln.export import export
 
     path = out_dir / "bool_mask.kiln"
-    with pytest.raises(kiln.ExportError, match="value 'index' of method 'forward'.* depends on tensor data"):
-        export(Fn(lambda x, m: x[m]).eval(), (randn(4, 3), torch.tensor([True, False, True, True])), path)
-    assert not path.exists()
+    x = randn(4, 3)
+    export(Fn(lambda x, m: x[m]).eval(), (x, torch.tensor([True, False, True, True])), path)
+    method = kiln.load(path).method("forward")
+    assert method.output_specs[0].shape == (4, 3)
+    for m in ([False] * 4, [True, False, False, True]):
+        m = torch.tensor(m)
+        np.testing.assert_array_equal(method(x.numpy(), m.numpy())[0], x[m].numpy())
 
 
 def test_sdpa_with_dropout_is_refused_at_export(out_dir):

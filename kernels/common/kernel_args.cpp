@@ -285,6 +285,17 @@ Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes) {
   return Status::ok();
 }
 
+Status resize_data_dependent(const char* op, const char* what, Tensor* out, Span<const int64_t> sizes) {
+  int64_t numel = 0;
+  KILN_RETURN_IF_ERROR(shape_numel(op, what, sizes, &numel));
+  const size_t bytes = static_cast<size_t>(numel) * element_size(out->dtype());
+  KILN_CHECK_OR_RETURN(bytes <= out->capacity(), KernelFailure,
+                       "%s: the %s has %s elements (%zu bytes), more than the %zu bytes the program planned for "
+                       "its bound",
+                       op, what, describe_sizes(sizes).c_str(), bytes, out->capacity());
+  return resize_output(op, out, sizes);
+}
+
 Status unary_setup(const char* op, Inputs in, Outputs out, size_t n_in, const Tensor** x) {
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, n_in, 1));
   KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", x));

@@ -77,6 +77,9 @@ Status check_residual(const char* op, const Tensor* residual, const Tensor& y);
 // Resizes an output after check_shape (so no product of its sizes overflows),
 // naming the op when it does not fit.
 Status resize_output(const char* op, Tensor* out, Span<const int64_t> sizes);
+// resize_output for an output whose size depends on the data (nonzero, masked_select, x[mask], unique):
+// the exporter planned it for a bound, and a count beyond it is refused with a message that says so.
+Status resize_data_dependent(const char* op, const char* what, Tensor* out, Span<const int64_t> sizes);
 
 // Common prologue of dtype-agnostic copy kernels: self is a tensor, the output
 // has its dtype, and the dtype has a known element size.

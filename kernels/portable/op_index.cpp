@@ -1,7 +1,7 @@
-// Advanced indexing with a Tensor?[] list: index.Tensor (gather) and index_put.default (scatter, in place
-// when the output is self). Supported forms: any number of leading None, then consecutive i64/i32 index
-// tensors broadcast together, then nothing or None; negative indices wrap once, anything out of range
-// fails before a byte is read or written.
+// Advanced indexing with a Tensor?[] list: index_put.default (scatter, in place when the output is self;
+// the gather, index.Tensor, with masks and None anywhere, is op_index_tensor.cpp). Supported forms: any
+// number of leading None, then consecutive i64/i32 index tensors broadcast together, then nothing or None;
+// negative indices wrap once, anything out of range fails before a byte is read or written.
 #include <cstring>
 
 #include "common/kernel_args.h"
@@ -181,30 +181,6 @@ void put_typed(const IndexPlan& p, const Tensor& values, Tensor& y, bool accumul
 
 }  // namespace
 
-Status index_tensor_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::index.Tensor";
-  const Tensor* x;
-  KILN_RETURN_IF_ERROR(copy_setup(op, in, out, 2, &x));
-  KILN_CHECK_OR_RETURN(x->dim() > 0, KernelFailure, "%s: cannot index a 0-D tensor", op);
-  IndexPlan p;
-  KILN_RETURN_IF_ERROR(make_plan(op, *x, in[1], &p));
-  Tensor& y = *out[0];
-  KILN_RETURN_IF_ERROR(resize_output(op, &y, p.result.span()));
-  if (y.numel() == 0) return Status::ok();
-  const size_t elem = element_size(x->dtype());
-  const char* src = static_cast<const char*>(x->data());
-  char* dst = static_cast<char*>(y.data());
-  const size_t row = static_cast<size_t>(p.post) * elem;
-  parallel_for(p.pre * p.nb, grain_for(p.post), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t pi = t / p.nb, b = t % p.nb;
-      const int64_t off = source_offset(p, b);
-      if (off >= 0) std::memcpy(dst + static_cast<size_t>(t) * row, src + static_cast<size_t>(pi * p.block + off) * elem, row);
-    }
-  });
-  return Status::ok();
-}
-
 Status index_put_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::index_put.default";
   bool in_place, accumulate;
@@ -236,7 +212,6 @@ Status index_put_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-KILN_REGISTER_KERNEL("aten::index.Tensor", "*", index_tensor_run);
 KILN_REGISTER_KERNEL("aten::index_put.default", "*", index_put_run);
 
 }  // namespace portable

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import warnings
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -127,6 +127,38 @@ def _torch_internal_warnings_hidden():
         yield
 
 
+def _data_dependent_guard(error: BaseException) -> Optional[str]:
+    """The expression of torch's "Could not guard on data-dependent expression ..."
+    or "Could not extract specialized integer from data-dependent expression ..."
+    (GuardOnDataDependentSymNode, or a user error that wraps it), else None."""
+    import re
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        match = re.search(r"[Cc]ould not (?:guard on|extract specialized integer from) data-dependent "
+                          r"expression (.+?)(?: \(unhinted|\n|$)", text)
+        if match:
+            return match.group(1).strip()
+        if type(error).__name__ == "GuardOnDataDependentSymNode":
+            return text.splitlines()[0] if text else "(unnamed)"
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _torch_failure(what: str, e: Exception) -> ExportError:
+    guard = _data_dependent_guard(e)
+    if guard is None:
+        return ExportError(f"{what}: {type(e).__name__}: {e}")
+    return ExportError(
+        f"{what}: the model branches on, or shapes a tensor by, a value that depends on tensor "
+        f"data: torch could not decide the data-dependent expression {guard}. Tell torch.export "
+        "what holds with a hint before that line, e.g. torch._check(n <= x.numel()), "
+        "torch._check(n % 2 == 0) or torch._check_is_size(n) (n being the size or value the "
+        f"expression names), or avoid the branch. torch's message: {type(e).__name__}: {e}")
+
+
 def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -135,11 +167,11 @@ def _trace(model, name: str, args, dynamic_shapes) -> PassContext:
         try:
             ep = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
         except Exception as e:
-            raise ExportError(f"torch.export failed for method '{name}': {type(e).__name__}: {e}") from e
+            raise _torch_failure(f"torch.export failed for method '{name}'", e) from e
         try:
             ep = ep.run_decompositions(decomposition_table())
         except Exception as e:
-            raise ExportError(f"decomposing method '{name}' failed: {type(e).__name__}: {e}") from e
+            raise _torch_failure(f"decomposing method '{name}' failed", e) from e
 
     sig = ep.graph_signature
     graph = ep.graph_module.graph

@@ -51,8 +51,21 @@ class _MethodLowering:
         self.values = ValueTable(self.m, pool, self.sizes)
         self.ints = IntCompiler(self.sizes, new_int=lambda hint: self.values.add(ir.ScalarValue("Int", hint)),
                                 const_int=lambda v: self.values.scalar("Int", v), emit=self._emit_int_op,
-                                input_value=lambda node: self.tensor_of[node])
+                                input_value=lambda node: self.tensor_of[node],
+                                output_value=self._output_value)
         self.arguments = ArgumentEncoder(ctx, self.values, self.ints, self.tensor)
+        # Data-dependent sizes by producer: read right after it runs (symbolic.DataDim).
+        self.data_symbols: Dict[fx.Node, list] = {}
+        for sym, src in self.sizes.data.items():
+            self.data_symbols.setdefault(src.node, []).append(sym)
+
+    def _output_value(self, node: fx.Node, index: int) -> int:
+        outputs = self.multi_out.get(node)
+        if outputs is not None:
+            return outputs[index]
+        if index == 0 and node in self.tensor_of:
+            return self.tensor_of[node]
+        raise ExportError(f"internal: output {index} of '{node.name}' is read before it is defined")
 
     def check_input_sizes(self, names: Dict[fx.Node, str]) -> None:
         """CheckEqual IntOps for input dims that torch.export declared related
@@ -136,6 +149,8 @@ class _MethodLowering:
             self.op_index[op] = len(self.m.operators)
             self.m.operators.append(op)
         self.m.instructions.append(ir.Instruction(self.op_index[op], inputs, outputs))
+        for sym in self.data_symbols.get(node, ()):
+            self.ints.value(sym)  # SizeOf now, so later uses do not keep the output alive
 
     def _updates_state_in_place(self, node: fx.Node, key: str, args) -> Optional[int]:
         """The STATE value `node` may write in place, or None.

@@ -178,6 +178,10 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::slice_scatter.default", dim_args=_DIM, cast_args=("src",)),
     OpSpec("aten::index_select.default", dim_args=_DIM),
     OpSpec("aten::gather.default", dim_args=_DIM),
+    # data-dependent output sizes (bounded at export: docs/format.md, Data-dependent sizes)
+    OpSpec("aten::nonzero.default"),
+    OpSpec("aten::masked_select.default", bool_args=("mask",)),
+    OpSpec("aten::_unique2.default", num_outputs=3),
     # factories
     OpSpec("aten::arange.start_step"),
     OpSpec("aten::arange.start"),

@@ -13,11 +13,20 @@ symbols (4*s0, s0 - 1, (s0 + 1)//2, ...). kiln needs two things from them:
 Arguments that were symbolic in the graph (view sizes, slice ends, arange
 ends, ...) then refer to those Int values, directly or through an
 IntValueList.
+
+Data-dependent sizes: the length of nonzero(x), masked_select, x[mask] or
+unique(x) depends on the data. torch.export names it with an unbacked
+symbol (u0, u1, ...). kiln reads such a symbol off the run-time size of the
+producer's output (DataDim, like InputDim for inputs: a SizeOf emitted right
+after the producer) and bounds it by what the producer can output at most
+(the number of elements of its input, at the input's own bound), or by
+torch's range for it if that is smaller; memory is planned for that bound
+and the kernel resizes its output to the actual size.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import sympy
 import torch
@@ -34,6 +43,8 @@ def symbolic_expr(x):
         return x.node.expr
     if isinstance(x, int) and not isinstance(x, bool):
         return sympy.Integer(x)
+    if isinstance(x, sympy.Expr):
+        return x
     raise ExportError(f"internal: {x!r} is not an int or a symbolic int")
 
 
@@ -53,6 +64,64 @@ class InputDim:
 
     def __init__(self, node: fx.Node, dim: int, scale: int = 1, offset: int = 0) -> None:
         self.node, self.dim, self.scale, self.offset = node, dim, scale, offset
+
+
+class DataDim:
+    """A data-dependent symbol: the run-time size of dimension `dim` of output
+    `index` of `node` (nonzero, masked_select, index with a mask, _unique2)."""
+
+    def __init__(self, node: fx.Node, index: int, dim: int, bound, trust_torch: bool = True) -> None:
+        self.node, self.index, self.dim, self.bound = node, index, dim, bound
+        self.trust_torch = trust_torch  # whether torch's range for the symbol may narrow `bound`
+
+
+def _numel(val):
+    n = sympy.Integer(1)
+    for s in val.shape:
+        n = n * symbolic_expr(s)
+    return n
+
+
+def _broadcast_numel(a, b):
+    """An upper bound of the number of elements of broadcast(a, b)."""
+    sa, sb = [symbolic_expr(s) for s in a.shape], [symbolic_expr(s) for s in b.shape]
+    n = max(len(sa), len(sb))
+    sa, sb = [sympy.Integer(1)] * (n - len(sa)) + sa, [sympy.Integer(1)] * (n - len(sb)) + sb
+    out = sympy.Integer(1)
+    for x, y in zip(sa, sb):
+        out = out * (x if x == y else sympy.Max(x, y))
+    return out
+
+
+def _data_dependent_outputs(node: fx.Node):
+    """[(output index, bound of any data-dependent dim of it, whether torch's range
+    may narrow that bound)] of a supported producer of data-dependent sizes; []
+    for any other node."""
+    from .operators import op_key
+
+    if node.op != "call_function" or not hasattr(node.target, "_schema"):
+        return []
+    key = op_key(node.target)
+    args = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+    if key in ("aten::nonzero.default", "aten::_unique2.default") and isinstance(args[0], torch.Tensor):
+        bound = _numel(args[0])
+        return [(0, bound, True), (2, bound, True)] if key == "aten::_unique2.default" else [(0, bound, True)]
+    if key == "aten::masked_select.default" and all(isinstance(a, torch.Tensor) for a in args[:2]):
+        # torch 2.13's fake masked_select bounds the size by self.numel(), too small when the
+        # mask broadcasts self to more elements (self [10], mask [10, 10]): not trusted.
+        return [(0, _broadcast_numel(args[0], args[1]), False)]
+    if key == "aten::index.Tensor" and len(node.args) > 1:
+        masks = [_numel(i.meta["val"]) for i in node.args[1] if isinstance(i, fx.Node)
+                 and i.meta["val"].dtype in (torch.bool, torch.uint8)]
+        if masks:
+            return [(0, sympy.Min(*masks) if len(masks) > 1 else masks[0], True)]
+    return []
+
+
+def _is_unbacked(sym) -> bool:
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    return symbol_is_type(sym, SymT.UNBACKED_INT)
 
 
 class SymbolicSizes:
@@ -89,18 +158,74 @@ class SymbolicSizes:
         self.ranges = dict(self.shape_env.var_to_range) if self.shape_env is not None else {}
         self.declared = dict(getattr(ctx, "symbol_ranges", {}) or {})
         self.ranges.update({k: v for k, v in self.declared.items() if getattr(k, "is_Symbol", False)})
+        self.data: Dict[sympy.Symbol, DataDim] = {}
+        self._find_data_dependent(ctx)
+
+    def _find_data_dependent(self, ctx) -> None:
+        """Unbacked symbols that size an output of a supported producer, and their bounds."""
+        from torch.utils._sympy.value_ranges import ValueRanges
+
+        from .operators import op_key
+
+        self.defined_by: Dict[sympy.Symbol, str] = {}  # every unbacked symbol: the operator that makes it
+        for node in ctx.graph.nodes:
+            for sym in (node.meta.get("unbacked_bindings") or {}):
+                self.defined_by.setdefault(sym, op_key(node.target))
+            val = node.meta.get("val")
+            vals = list(val) if isinstance(val, (tuple, list)) else [val]
+            for index, bound, trust_torch in _data_dependent_outputs(node):
+                out = vals[index] if index < len(vals) else None
+                if not isinstance(out, torch.Tensor):
+                    continue
+                for d, size in enumerate(out.shape):
+                    expr = symbolic_expr(size)
+                    if not (expr.is_Symbol and _is_unbacked(expr)) or expr in self.data:
+                        continue
+                    if self.shape_env is None and isinstance(size, torch.SymInt):
+                        self.shape_env = size.node.shape_env
+                    self.data[expr] = DataDim(node, index, d, bound, trust_torch)
+        for sym, src in self.data.items():
+            # The producer's own bound, at its inputs' bounds, or torch's range if smaller.
+            # (graph order: a bound over an earlier data-dependent size, nonzero(x[m]), has its range)
+            derived = self.upper_or_none(src.bound)
+            torch_upper = self._torch_upper(sym) if src.trust_torch or derived is None else None
+            uppers = [u for u in (derived, torch_upper) if u is not None]
+            if uppers:
+                self.ranges[sym] = ValueRanges(0, max(min(uppers), 0))
+
+    def _torch_upper(self, sym) -> Optional[int]:
+        """torch's upper bound of a data-dependent size; None when it has none (for an
+        unbacked size torch may record int64's maximum, which is no bound either)."""
+        for table in (self.declared, self.ranges):
+            r = table.get(sym)
+            if r is not None and _finite(r.upper) and int(r.upper) < (1 << 62):
+                return int(r.upper)
+        return None
+
+    def known(self, sym) -> bool:
+        """True for a symbol kiln reads at run time (an input dim, or a data-dependent size)."""
+        return sym in self.inputs or sym in self.data
 
     def problem(self, s) -> Optional[str]:
         """Why kiln cannot plan for the size `s`, or None."""
         expr = symbolic_expr(s)
-        unbound = sorted(str(x) for x in expr.free_symbols if x not in self.inputs)
+        unbound = sorted(str(x) for x in expr.free_symbols if not self.known(x))
         if unbound:
             if any(name.startswith("u") for name in unbound):
-                return (f"it depends on {', '.join(unbound)}, a size that depends on tensor data, "
-                        "which kiln cannot plan memory for")
+                makers = sorted({self.defined_by[x] for x in expr.free_symbols if x in self.defined_by})
+                by = f"by {', '.join(makers)} " if makers else ""
+                return (f"it depends on {', '.join(unbound)}, a size computed from tensor data {by}that "
+                        "kiln cannot read at run time (e.g. from .item() or .tolist()); kiln runs "
+                        "data-dependent sizes only as the output sizes of nonzero, masked_select, "
+                        "boolean-mask indexing (x[mask]) and unique")
             return (f"it depends on {', '.join(unbound)}, which kiln cannot read off an input "
                     "dimension (a dim must be a symbol s or a*s + b)")
         if self.upper_or_none(expr) is None:
+            data = sorted(str(x) for x in expr.free_symbols if x in self.data)
+            if data:
+                return (f"it depends on the data-dependent size(s) {', '.join(data)}, which kiln "
+                        "cannot bound: declare a maximum for every dynamic input dimension, or bound "
+                        "it with torch._check, e.g. torch._check(n <= 1024)")
             names = ", ".join(sorted(str(x) for x in expr.free_symbols))
             return (f"it has no upper bound: declare a maximum for the dynamic dimension(s) "
                     f"{names}, e.g. torch.export.Dim('seq', max=512)")
@@ -130,7 +255,7 @@ class SymbolicSizes:
         """The largest value `s` takes for any input sizes within their bounds."""
         expr = symbolic_expr(s)
         upper = self.upper_or_none(expr)
-        if upper is None or any(x not in self.inputs for x in expr.free_symbols):
+        if upper is None or any(not self.known(x) for x in expr.free_symbols):
             raise ExportError(f"the size {expr} has no upper bound kiln can plan for: "
                               f"{self.problem(s)}")
         return max(upper, 0)
@@ -151,8 +276,10 @@ class IntCompiler:
 
     def __init__(self, sizes: SymbolicSizes, new_int: Callable[[int], int],
                  const_int: Callable[[int], int], emit: Callable[[str, List[int], int], None],
-                 input_value: Callable[[fx.Node], int]) -> None:
+                 input_value: Callable[[fx.Node], int],
+                 output_value: Optional[Callable[[fx.Node, int], int]] = None) -> None:
         self.sizes = sizes
+        self.output_value = output_value
         self.new_int = new_int
         self.const_int = const_int
         self.emit = emit
@@ -190,6 +317,11 @@ class IntCompiler:
     def _compile_new(self, expr) -> int:
         from torch.utils._sympy.functions import FloorDiv, PythonMod
 
+        if expr.is_Symbol and expr in self.sizes.data:
+            src = self.sizes.data[expr]
+            if self.output_value is None:
+                raise ExportError(f"internal: no producer values for the data-dependent size {expr}")
+            return self._op("SizeOf", [self.output_value(src.node, src.index), self.const_int(src.dim)], expr)
         if expr.is_Symbol:
             if expr not in self.sizes.inputs:
                 raise ExportError(f"the size symbol {expr} is not read off an input dimension")

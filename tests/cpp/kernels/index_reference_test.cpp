@@ -86,20 +86,48 @@ KILN_TEST(portable_index_tensor) {
     a.tensor(x).tensors({&i, nullptr});
     KILN_EXPECT(run_portable(kIndex, a, {&y}).is_ok() && has_shape(y, {1, 3, 4}) && y.f()[0] == 12, "index [i, :]");
   }
-  // Errors: out of range (both signs), bool mask, separated index tensors, too many, float index, too small an output.
+  {  // x[m], m = [False, True], a mask over dim 0: x[1] as [1, 3, 4]
+    TestTensor m({2}, ScalarType::Bool), y = out();
+    uint8_t* mb = static_cast<uint8_t*>(m.t.data());
+    mb[0] = 0, mb[1] = 1;
+    Args a;
+    a.tensor(x).tensors({&m});
+    const Status s = run_portable(kIndex, a, {&y});
+    KILN_EXPECT(s.is_ok() && has_shape(y, {1, 3, 4}) && y.f()[0] == 12 && y.f()[11] == 23, "index [m]: %s",
+                s.to_string().c_str());
+  }
+  {  // x[[1], :, m], m = [T, F, F, T] over dim 2: index tensors apart, so the broadcast dim comes first
+    TestTensor i = i64s({1}, {1}), m({4}, ScalarType::Bool), y = out();
+    uint8_t* mb = static_cast<uint8_t*>(m.t.data());
+    mb[0] = 1, mb[1] = 0, mb[2] = 0, mb[3] = 1;
+    Args a;
+    a.tensor(x).tensors({&i, nullptr, &m});
+    const Status s = run_portable(kIndex, a, {&y});
+    KILN_EXPECT(s.is_ok() && has_shape(y, {2, 3}) && equals_f(y, {12, 16, 20, 15, 19, 23}), "index [i, :, m]: %s %s",
+                s.to_string().c_str(), describe(y.t).c_str());
+    TestTensor wrong({3}, ScalarType::Bool);
+    Args b;
+    b.tensor(x).tensors({&wrong});
+    expect_rejected("a mask of the wrong shape", kIndex, b, {&y}, "does not match");
+    TestTensor u8({4}, ScalarType::UInt8), z = out();  // a u8 mask: any non-zero byte selects
+    uint8_t* ub = static_cast<uint8_t*>(u8.t.data());
+    ub[0] = 0, ub[1] = 7, ub[2] = 0, ub[3] = 0;
+    Args c;
+    c.tensor(x).tensors({nullptr, nullptr, &u8});
+    KILN_EXPECT(run_portable(kIndex, c, {&z}).is_ok() && has_shape(z, {2, 3, 1}) && equals_f(z, {1, 5, 9, 13, 17, 21}),
+                "index [:, :, u8 mask]: %s", describe(z.t).c_str());
+    std::memset(m.t.data(), 1, 4);
+    TestTensor small = out(ScalarType::Float32, 11);  // 4 x 3 elements needed
+    expect_rejected("a mask count beyond the planned bound", kIndex, a, {&small}, "planned for its bound");
+  }
+  // Errors: out of range (both signs), too many, float index, too small an output.
   for (int64_t bad : std::vector<int64_t>{3, -4, INT64_MAX, INT64_MIN}) {
     TestTensor i = i64s({2}, {0, bad}), y = out();
     Args a;
     a.tensor(x).tensors({nullptr, &i});
     expect_rejected(format("index %lld", static_cast<long long>(bad)), kIndex, a, {&y}, "out of bounds");
   }
-  TestTensor m({2}, ScalarType::Bool), i = i64s({1}, {0}), f({1}), y = out();
-  Args a;
-  a.tensor(x).tensors({&m});
-  expect_rejected("bool mask index", kIndex, a, {&y}, "", Error::NotSupported);
-  Args b;
-  b.tensor(x).tensors({&i, nullptr, &i});
-  expect_rejected("separated index tensors", kIndex, b, {&y}, "", Error::NotSupported);
+  TestTensor i = i64s({1}, {0}), f({1}), y = out();
   Args c;
   c.tensor(x).tensors({&i, &i, &i, &i});
   expect_rejected("4 indices into a 3-D tensor", kIndex, c, {&y});
@@ -109,7 +137,7 @@ KILN_TEST(portable_index_tensor) {
   TestTensor small = out(ScalarType::Float32, 3);
   Args e;
   e.tensor(x).tensors({&i});
-  expect_rejected("index beyond the output capacity", kIndex, e, {&small}, "cannot resize output");
+  expect_rejected("index beyond the output capacity", kIndex, e, {&small}, "planned for its bound");
   Args g;
   g.tensor(x).i(0);
   expect_rejected("index with an Int for indices", kIndex, g, {&y});

@@ -1,11 +1,13 @@
-"""Refuse dynamic dimensions without an upper bound, and data-dependent sizes.
+"""Refuse dynamic dimensions without an upper bound, and data-dependent sizes kiln cannot read.
 
 Why: kiln plans memory once per loaded method, for the largest size every
 tensor can have. A dimension declared dynamic at export (torch.export.Dim)
-must therefore have a finite maximum, and every size must be computable from
-the input sizes alone (a size that depends on tensor data, such as the
-length of nonzero(x), has no bound the planner could use). Failing here names
-the input or value, before any lowering.
+must therefore have a finite maximum, and every size must be computable at
+run time from the input sizes and the data-dependent sizes kiln reads off
+their producers (the length of nonzero(x), masked_select, x[mask], unique:
+symbolic.DataDim, bounded by the producer's input). A size from .item() or
+.tolist() has no producer whose output kiln could measure, nor a bound.
+Failing here names the input or value, before any lowering.
 """
 
 from __future__ import annotations
