@@ -317,6 +317,23 @@ CASES = {
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
         (randn(1, 2, 3, 4), randn(1, 2, 5, 4), randn(1, 2, 5, 4),
          torch.tensor([[0.0, -1.0, float("-inf"), 0.5, 0.0]] * 2 + [[float("-inf")] * 5]))),
+    # 1-d convolution and pooling: canonicalized onto the 2-d operators (issue 11)
+    "conv1d": ("aten::conv2d.default", lambda x, w, b: F.conv1d(x, w, b, padding=1),
+               (randn(2, 3, 10), randn(4, 3, 3), randn(4))),
+    "conv1d_stride_dilation_groups": ("aten::conv2d.default",
+                                      lambda x, w: F.conv1d(x, w, stride=2, padding=3, dilation=2, groups=3),
+                                      (randn(1, 6, 11), randn(9, 2, 4))),
+    "conv1d_same_even_length_1": ("aten::conv2d.default", lambda x, w: F.conv1d(x, w, padding="same"),
+                                  (randn(3, 2, 1), randn(5, 2, 3))),
+    "conv1d_unbatched": ("aten::conv2d.default", lambda x, w: F.conv1d(x, w, stride=3), (randn(4, 7), randn(2, 4, 2))),
+    "max_pool1d": ("aten::max_pool2d.default", lambda x: F.max_pool1d(x, 3, 2, padding=1), (randn(2, 3, 10),)),
+    "max_pool1d_ceil_dilation": ("aten::max_pool2d.default",
+                                 lambda x: F.max_pool1d(x, 2, 2, dilation=2, ceil_mode=True), (randn(1, 2, 9),)),
+    "avg_pool1d": ("aten::avg_pool2d.default", lambda x: F.avg_pool1d(x, 4, 3, padding=2, ceil_mode=True,
+                                                                      count_include_pad=False), (randn(2, 3, 11),)),
+    "avg_pool1d_unbatched": ("aten::avg_pool2d.default", lambda x: F.avg_pool1d(x, 3), (randn(5, 7),)),
+    "adaptive_avg_pool1d": ("aten::adaptive_avg_pool2d.default", lambda x: F.adaptive_avg_pool1d(x, 4),
+                            (randn(2, 3, 11),)),
 }
 
 
@@ -538,6 +555,9 @@ DYNAMIC_CASES = {
     "group_norm": ("aten::group_norm.default", lambda x, w: F.group_norm(x, 2, w), (randn(2, 4, 3, 5), randn(4)),
                    ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")}, None), [(randn(1, 4, 1, 1), randn(4)),
                                                                        (randn(3, 4, 6, 2), randn(4))]),
+    "conv1d": ("aten::conv2d.default", lambda x, w: F.conv1d(x, w, stride=2, padding=1), (randn(2, 3, 9), randn(4, 3, 3)),
+               ({0: _dim("b"), 2: _dim("l", 3, 32)}, None), [(randn(1, 3, 3), randn(4, 3, 3)),
+                                                            (randn(3, 3, 17), randn(4, 3, 3))]),
     "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
                      ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
 }

@@ -1,6 +1,6 @@
 """A fast subset of the OpInfo conformance sweep (scripts/opinfo_sweep.py, docs/opinfo.md).
 
-PyTorch's own samples of ~35 operators spread over the families (elementwise, reductions,
+PyTorch's own samples of ~60 operators spread over the families (elementwise, reductions,
 shape, indexing, pooling and convolution, norms), each exported with kiln and compared
 with eager PyTorch, float32 within 1e-4 of the output's scale (the sweep's TOLERANCES
 widen it per operator, with the reason) and integer/bool results exactly. Every sample
@@ -34,6 +34,7 @@ SUBSET = [
     # pooling, convolution, resampling, linear algebra
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.interpolate.nearest",
+    "nn.functional.conv1d", "nn.functional.avg_pool1d", "nn.functional.adaptive_avg_pool1d",
     "nn.functional.pad.constant", "nn.functional.linear", "bmm",
     # norms
     "nn.functional.layer_norm", "nn.functional.group_norm",

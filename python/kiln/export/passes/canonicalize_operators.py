@@ -5,9 +5,11 @@ computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
 softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
 squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
-Rewrites that cannot be expressed exactly (a transposed convolution,
-asymmetric "same" padding, a used max-pool indices output) are left alone and
-reported as unsupported, or raise ExportError with the reason.
+A 1-d convolution runs as the 2-d one on a height of 1 (the 1-d pools
+already reach kiln as unsqueeze + 2-d pool + squeeze). Rewrites that cannot be
+expressed exactly (a transposed convolution, asymmetric "same" padding, a used
+max-pool indices output) are left alone and reported as unsupported, or raise
+ExportError with the reason.
 """
 
 from __future__ import annotations
@@ -41,9 +43,26 @@ def _replace_first_output(ctx: PassContext, node: fx.Node, new_target, args, kwa
     return True
 
 
+def _conv1d(ctx, node, a):
+    """A 1-d convolution (N, C, L) is the 2-d one on (N, C, 1, L) with a (O, C/g, 1, K) weight:
+    unsqueeze input and weight at dim 2, conv2d with the height's stride 1, padding 0 and
+    dilation 1, squeeze dim 2 of the result."""
+    x, weight = a["input"], a["weight"]
+    if len(ctx.shape(x)) != 3 or len(a["stride"]) != 1 or len(a["padding"]) != 1 or len(a["dilation"]) != 1:
+        return False
+    x2 = ctx.call(aten.unsqueeze.default, (x, 2), like=node)
+    w2 = ctx.call(aten.unsqueeze.default, (weight, 2), like=node)
+    y2 = ctx.call(aten.conv2d.default, (x2, w2, a["bias"], [1, a["stride"][0]], [0, a["padding"][0]],
+                                        [1, a["dilation"][0]], a["groups"]), like=node)
+    ctx.replace(node, ctx.call(aten.squeeze.dims, (y2, [2]), like=node, val=node.meta["val"]))
+    return True
+
+
 def _convolution(ctx, node):
     a = bound_args(node)
     weight = a["weight"]
+    if not a["transposed"] and len(ctx.shape(weight)) == 3:
+        return _conv1d(ctx, node, a)
     if a["transposed"] or len(ctx.shape(weight)) != 4:
         return False  # reported as unsupported aten::convolution
     new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], list(a["stride"]),
