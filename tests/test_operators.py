@@ -334,6 +334,20 @@ CASES = {
     "avg_pool1d_unbatched": ("aten::avg_pool2d.default", lambda x: F.avg_pool1d(x, 3), (randn(5, 7),)),
     "adaptive_avg_pool1d": ("aten::adaptive_avg_pool2d.default", lambda x: F.adaptive_avg_pool1d(x, 4),
                             (randn(2, 3, 11),)),
+    # max pooling with its indices used (flat positions in the input plane, as ATen computes them)
+    "max_pool2d_with_indices": ("aten::max_pool2d_with_indices.default",
+                                lambda x: F.max_pool2d(x, 3, 2, padding=1, return_indices=True), (randn(2, 3, 7, 6),)),
+    "max_pool2d_with_indices_ties_dilation_ceil": (
+        "aten::max_pool2d_with_indices.default",
+        lambda x: F.max_pool2d(x, (2, 3), (2, 1), dilation=(2, 1), ceil_mode=True, return_indices=True),
+        (randint(0, 3, 1, 2, 9, 5).float(),)),
+    "max_pool2d_with_indices_all_minus_inf": ("aten::max_pool2d_with_indices.default",
+                                              lambda x: F.max_pool2d(x - float("inf"), 2, 1, padding=1,
+                                                                     return_indices=True), (randn(3, 4, 4),)),
+    "max_pool1d_with_indices": ("aten::max_pool2d_with_indices.default",
+                                lambda x: F.max_pool1d(x, 3, 2, return_indices=True), (randn(2, 3, 10),)),
+    "max_pool2d_indices_only": ("aten::max_pool2d_with_indices.default",
+                                lambda x: F.max_pool2d(x, 2, return_indices=True)[1], (randn(1, 1, 5, 5),)),
 }
 
 
@@ -558,6 +572,9 @@ DYNAMIC_CASES = {
     "conv1d": ("aten::conv2d.default", lambda x, w: F.conv1d(x, w, stride=2, padding=1), (randn(2, 3, 9), randn(4, 3, 3)),
                ({0: _dim("b"), 2: _dim("l", 3, 32)}, None), [(randn(1, 3, 3), randn(4, 3, 3)),
                                                             (randn(3, 3, 17), randn(4, 3, 3))]),
+    "max_pool1d_with_indices": ("aten::max_pool2d_with_indices.default",
+                                lambda x: F.max_pool1d(x, 3, 2, padding=1, return_indices=True), (randn(2, 3, 9),),
+                                ({2: _dim("l", 3, 32)},), [(randn(2, 3, 3),), (randn(2, 3, 20),)]),
     "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
                      ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
 }

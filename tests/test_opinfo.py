@@ -35,6 +35,7 @@ SUBSET = [
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.interpolate.nearest",
     "nn.functional.conv1d", "nn.functional.avg_pool1d", "nn.functional.adaptive_avg_pool1d",
+    "nn.functional.max_pool1d",
     "nn.functional.pad.constant", "nn.functional.linear", "bmm",
     # norms
     "nn.functional.layer_norm", "nn.functional.group_norm",
@@ -44,9 +45,6 @@ SUBSET = [
 EXCLUSIONS = {
     ("gather", 3): ("run_error", "an empty uint8 index, which eager accepts only because it is empty; "
                                  "kiln's gather takes int64/int32 indices and says so"),
-    # return_indices=True: kiln runs max_pool2d but not max_pool2d_with_indices (the indices output).
-    ("nn.functional.max_pool2d", 0): ("unsupported", "return_indices=True (aten::max_pool2d_with_indices)"),
-    ("nn.functional.max_pool2d", 2): ("unsupported", "return_indices=True (aten::max_pool2d_with_indices)"),
 }
 
 

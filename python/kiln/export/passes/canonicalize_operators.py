@@ -6,10 +6,11 @@ softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
 squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
 A 1-d convolution runs as the 2-d one on a height of 1 (the 1-d pools
-already reach kiln as unsqueeze + 2-d pool + squeeze). Rewrites that cannot be
-expressed exactly (a transposed convolution, asymmetric "same" padding, a used
-max-pool indices output) are left alone and reported as unsupported, or raise
-ExportError with the reason.
+already reach kiln as unsqueeze + 2-d pool + squeeze); max_pool2d_with_indices
+whose indices are used stays as it is (it has a kernel of its own). Rewrites
+that cannot be expressed exactly (a transposed convolution, asymmetric "same"
+padding) are left alone and reported as unsupported, or raise ExportError with
+the reason.
 """
 
 from __future__ import annotations
