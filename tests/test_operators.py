@@ -348,6 +348,45 @@ CASES = {
                                 lambda x: F.max_pool1d(x, 3, 2, return_indices=True), (randn(2, 3, 10),)),
     "max_pool2d_indices_only": ("aten::max_pool2d_with_indices.default",
                                 lambda x: F.max_pool2d(x, 2, return_indices=True)[1], (randn(1, 1, 5, 5),)),
+    # scatter along a dim (every index in [0, size), like ATen)
+    "scatter_src": ("aten::scatter.src", lambda x, i, s: x.scatter(1, i, s),
+                    (randn(3, 5), torch.tensor([[4, 0], [1, 2], [3, 4]]), randn(3, 4))),
+    "scatter_src_neg_dim_3d_i32": ("aten::scatter.src", lambda x, i, s: x.scatter(-3, i, s),
+                                   (randn(4, 3, 2), torch.tensor([[[3], [0]], [[1], [2]]], dtype=torch.int32),
+                                    randn(2, 3, 2))),
+    "scatter_value": ("aten::scatter.value", lambda x, i: x.scatter(0, i, 2.5),
+                      (randn(4, 3), torch.tensor([[3, 0, 1], [2, 1, 0]]))),
+    "scatter_value_int64_0d": ("aten::scatter.value", lambda x, i: x.scatter(0, i, -7),
+                               (randint(-9, 9), torch.tensor(0))),
+    "scatter_legacy_reduce_multiply": ("aten::scatter_reduce.two", lambda x, i, s: x.scatter(1, i, s, reduce="multiply"),
+                                       (randn(2, 4), torch.tensor([[1, 1, 3], [0, 2, 0]]), randn(2, 3))),
+    "scatter_legacy_reduce_add": ("aten::scatter_reduce.two", lambda x, i, s: x.scatter(0, i, s, reduce="add"),
+                                  (randn(2, 4), torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]]), randn(3, 4))),
+    "scatter_add_duplicates": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(1, i, s),
+                               (randn(2, 4, 3), torch.tensor([[[0, 3, 3]] * 3, [[1, 1, 1]] * 3]), randn(2, 3, 3))),
+    "scatter_add_int32": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
+                          (randint(-5, 5, 3, 2, dtype=torch.int32), torch.tensor([[2, 2], [0, 2], [2, 1], [0, 0]]),
+                           randint(-50, 50, 4, 2, dtype=torch.int32))),
+    "scatter_add_empty_index": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
+                                (randn(3, 2), torch.zeros(0, 2, dtype=torch.int64), randn(1, 2))),
+    **{f"scatter_reduce_{r}{'' if inc else '_exclude_self'}": (
+        "aten::scatter_reduce.two", lambda x, i, s, r=r, inc=inc: x.scatter_reduce(-1, i, s, r, include_self=inc),
+        (randn(3, 6) * 2, torch.tensor([[5, 0, 5, 2], [1, 1, 1, 4], [0, 3, 2, 3]]), randn(3, 5) + 0.5))
+       for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)},
+    **{f"scatter_reduce_{r}_int64{'' if inc else '_exclude_self'}": (
+        "aten::scatter_reduce.two", lambda x, i, s, r=r, inc=inc: x.scatter_reduce(0, i, s, r, include_self=inc),
+        (randint(-20, 20, 4, 2), torch.tensor([[3, 0], [3, 0], [1, 0]]), randint(-9, 9, 3, 2)))
+       for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)},
+    "scatter_reduce_amax_nan": ("aten::scatter_reduce.two", lambda x, i, s: x.scatter_reduce(0, i, s, "amax"),
+                                (torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([0, 2, 2]),
+                                 torch.tensor([float("nan"), 2.0, 5.0]))),
+    # index_add is index_put with accumulate=True after torch.export's decomposition (alpha a mul before it)
+    "index_add": ("aten::index_put.default", lambda x, i, s: x.index_add(0, i, s),
+                  (randn(4, 3), torch.tensor([3, 0, 3]), randn(3, 3))),
+    "index_add_alpha_neg_dim": ("aten::index_put.default", lambda x, i, s: x.index_add(-1, i, s, alpha=-2.0),
+                                (randn(2, 3, 5), torch.tensor([4, 4, 1, 0]), randn(2, 3, 4))),
+    "index_add_int64": ("aten::index_put.default", lambda x, i, s: x.index_add(1, i, s),
+                        (randint(-9, 9, 2, 3), torch.tensor([2, 2]), randint(-9, 9, 2, 2))),
 }
 
 
@@ -458,6 +497,20 @@ def test_index_out_of_range_is_an_execution_error(out_dir):
     export(Fn(lambda x, i: x[:, i]).eval(), (X, torch.tensor([0, 1])), path)
     with pytest.raises(kiln.ExecutionError, match="out of bounds"):
         kiln.load(path).forward(X.numpy(), np.array([0, 5], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fn", [lambda x, i: x.scatter(1, i, 1.0), lambda x, i: x.scatter_add(1, i, x[:, :2]),
+                                lambda x, i: x.scatter_reduce(1, i, x[:, :2], "amax")])
+def test_scatter_index_out_of_range_is_an_execution_error(out_dir, fn):
+    from kiln.export import export
+
+    path = out_dir / "scatter_oob.kiln"
+    x = randn(2, 3)
+    export(Fn(fn).eval(), (x, torch.tensor([[0, 1], [2, 0]])), path)
+    program = kiln.load(path)
+    for bad in (3, -1):
+        with pytest.raises(kiln.ExecutionError, match=f"index {bad} is out of bounds for dimension 1 with size 3"):
+            program.forward(x.numpy(), np.array([[0, 1], [bad, 0]], dtype=np.int64))
 
 
 def test_bool_mask_index_is_refused_at_export(out_dir):
@@ -575,6 +628,18 @@ DYNAMIC_CASES = {
     "max_pool1d_with_indices": ("aten::max_pool2d_with_indices.default",
                                 lambda x: F.max_pool1d(x, 3, 2, padding=1, return_indices=True), (randn(2, 3, 9),),
                                 ({2: _dim("l", 3, 32)},), [(randn(2, 3, 3),), (randn(2, 3, 20),)]),
+    "scatter_add": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
+                    (randn(5, 3), randint(0, 5, 4, 3), randn(4, 3)), ({0: _dim("m")}, {0: _dim("n")}, {0: _dim("n")}),
+                    [(randn(2, 3), randint(0, 2, 7, 3), randn(7, 3)), (randn(9, 3), randint(0, 9, 1, 3), randn(1, 3))]),
+    "conv1d": ("aten::conv2d.default", lambda x, w: F.conv1d(x, w, stride=2, padding=1), (randn(2, 3, 9), randn(4, 3, 3)),
+               ({0: _dim("b"), 2: _dim("l", 3, 32)}, None), [(randn(1, 3, 3), randn(4, 3, 3)),
+                                                            (randn(3, 3, 17), randn(4, 3, 3))]),
+    "max_pool1d_with_indices": ("aten::max_pool2d_with_indices.default",
+                                lambda x: F.max_pool1d(x, 3, 2, padding=1, return_indices=True), (randn(2, 3, 9),),
+                                ({2: _dim("l", 3, 32)},), [(randn(2, 3, 3),), (randn(2, 3, 20),)]),
+    "scatter_add": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
+                    (randn(5, 3), randint(0, 5, 4, 3), randn(4, 3)), ({0: _dim("m")}, {0: _dim("n")}, {0: _dim("n")}),
+                    [(randn(2, 3), randint(0, 2, 7, 3), randn(7, 3)), (randn(9, 3), randint(0, 9, 1, 3), randn(1, 3))]),
     "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
                      ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
 }

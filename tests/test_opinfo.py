@@ -30,7 +30,8 @@ SUBSET = [
     # shape
     "cat", "reshape", "permute", "transpose", "flip", "roll", "tril",
     # indexing
-    "index_select", "gather", "index_fill",
+    "index_select", "gather", "index_fill", "index_add", "scatter", "scatter_add", "scatter_reduce.mean",
+    "scatter_reduce.amax",
     # pooling, convolution, resampling, linear algebra
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.interpolate.nearest",

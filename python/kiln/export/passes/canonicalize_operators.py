@@ -106,6 +106,18 @@ def _max_pool_with_indices(ctx, node):
         list(a["dilation"]), a["ceil_mode"]))
 
 
+def _scatter_reduce_legacy(ctx, node):
+    """scatter(self, dim, index, src, reduce="add" | "multiply") is scatter_reduce.two with
+    "sum" | "prod" and include_self=True."""
+    a = bound_args(node)
+    reduce = {"add": "sum", "multiply": "prod"}.get(a["reduce"])
+    if reduce is None:
+        return False  # ATen refuses it too
+    ctx.replace(node, ctx.call(aten.scatter_reduce.two, (a["self"], a["dim"], a["index"], a["src"], reduce, True),
+                               like=node, val=node.meta["val"]))
+    return True
+
+
 def _native_layer_norm(ctx, node):
     a = bound_args(node)
     return _replace_first_output(ctx, node, aten.layer_norm.default, (
@@ -268,6 +280,7 @@ REWRITES = {
     aten.max_pool2d_with_indices.default: _max_pool_with_indices,
     aten._adaptive_avg_pool2d.default: _simple(aten.adaptive_avg_pool2d.default),
     aten.native_layer_norm.default: _native_layer_norm,
+    aten.scatter.reduce: _scatter_reduce_legacy,
     aten.softmax.int: _softmax_like(aten._softmax.default),
     aten.log_softmax.int: _softmax_like(aten._log_softmax.default),
     aten.reshape.default: _to_view,
