@@ -387,6 +387,26 @@ CASES = {
                                 (randn(2, 3, 5), torch.tensor([4, 4, 1, 0]), randn(2, 3, 4))),
     "index_add_int64": ("aten::index_put.default", lambda x, i, s: x.index_add(1, i, s),
                         (randint(-9, 9, 2, 3), torch.tensor([2, 2]), randint(-9, 9, 2, 2))),
+    # transposed convolution (1-d through the 2-d kernel on a height of 1)
+    "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1),
+                         (randn(2, 3, 5, 4), randn(3, 4, 3, 3), randn(4))),
+    "conv_transpose2d_all_args": ("aten::conv_transpose2d.input",
+                                  lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(3, 2), padding=(2, 0),
+                                                                     output_padding=(1, 1), groups=2, dilation=(2, 1)),
+                                  (randn(1, 4, 3, 5), randn(4, 3, 3, 2), randn(6))),
+    "conv_transpose2d_unbatched_1x1": ("aten::conv_transpose2d.input", lambda x, w: F.conv_transpose2d(x, w),
+                                       (randn(3, 1, 1), randn(3, 2, 1, 1))),
+    "conv_transpose2d_output_padding_dilation": ("aten::conv_transpose2d.input",
+                                                 lambda x, w: F.conv_transpose2d(x, w, output_padding=1, dilation=2),
+                                                 (randn(2, 2, 4, 3), randn(2, 1, 2, 3))),
+    "conv_transpose2d_module": ("aten::conv_transpose2d.input", torch.nn.ConvTranspose2d(3, 5, 4, stride=2, padding=1),
+                                (randn(1, 3, 6, 7),)),
+    "conv_transpose1d": ("aten::conv_transpose2d.input",
+                         lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2),
+                         (randn(2, 4, 7), randn(4, 3, 4), randn(3))),
+    "conv_transpose1d_groups_dilation": ("aten::conv_transpose2d.input",
+                                         lambda x, w: F.conv_transpose1d(x, w, groups=3, dilation=3, padding=2),
+                                         (randn(1, 6, 5), randn(6, 1, 3))),
 }
 
 
@@ -511,6 +531,34 @@ def test_scatter_index_out_of_range_is_an_execution_error(out_dir, fn):
     for bad in (3, -1):
         with pytest.raises(kiln.ExecutionError, match=f"index {bad} is out of bounds for dimension 1 with size 3"):
             program.forward(x.numpy(), np.array([[0, 1], [bad, 0]], dtype=np.int64))
+
+
+@pytest.mark.parametrize("stride, padding, output_padding, groups, message", [
+    ([2, 2], [0, 0], [2, 0], 1, "output_padding 2 \\(height\\) must be non-negative and smaller than either stride 2"),
+    ([0, 1], [0, 0], [0, 0], 1, "stride 0 \\(height\\) must be in"),
+    ([1, 1], [0, 9], [0, 0], 1, "output width -13 is too small"),
+    ([1, 1], [0, 0], [0, 0], 3, "groups 3 must be in \\[1, 4\\] and divide the 4 input channels"),
+    ([1 << 40, 1], [0, 0], [0, 0], 1, "stride 1099511627776 \\(height\\) must be in"),
+])
+def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, padding, output_padding, groups, message):
+    """Arguments torch would never export, in a program built by hand: clear errors, no crash."""
+    from kiln.export.ir import BOUND, FLOAT32, PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.serialize import write_program
+
+    m = MethodIR(name="forward")
+    m.values = [TensorValue(FLOAT32, [1, 4, 3, 3], BOUND), TensorValue(FLOAT32, [4, 2, 3, 3], BOUND),
+                ScalarValue("None"), ScalarValue("IntList", stride), ScalarValue("IntList", padding),
+                ScalarValue("IntList", output_padding), ScalarValue("Int", groups), ScalarValue("IntList", [1, 1]),
+                TensorValue(FLOAT32, [1, 2, 64, 64], PLANNED)]
+    m.operators = [("aten::conv_transpose2d", "input")]
+    m.instructions = [Instruction(0, list(range(8)), [8])]
+    m.inputs, m.input_names = [0, 1], ["x", "w"]
+    m.outputs, m.output_names = [8], ["y"]
+    m.arena_sizes = [m.values[8].nbytes]
+    path = tmp_path / "conv_transpose2d_bad.kiln"
+    write_program(ProgramIR([m], [], producer="tests"), path)
+    with pytest.raises(kiln.ExecutionError, match=message):
+        kiln.load(path).forward(randn(1, 4, 3, 3).numpy(), randn(4, 2, 3, 3).numpy())
 
 
 def test_bool_mask_index_is_refused_at_export(out_dir):
@@ -640,6 +688,9 @@ DYNAMIC_CASES = {
     "scatter_add": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
                     (randn(5, 3), randint(0, 5, 4, 3), randn(4, 3)), ({0: _dim("m")}, {0: _dim("n")}, {0: _dim("n")}),
                     [(randn(2, 3), randint(0, 2, 7, 3), randn(7, 3)), (randn(9, 3), randint(0, 9, 1, 3), randn(1, 3))]),
+    "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
+                         (randn(2, 3, 4, 5), randn(3, 2, 3, 3)), ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")}, None),
+                         [(randn(1, 3, 1, 2), randn(3, 2, 3, 3)), (randn(3, 3, 9, 6), randn(3, 2, 3, 3))]),
     "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
                      ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
 }

@@ -250,6 +250,7 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::scatter.value", dim_args=_DIM),
     OpSpec("aten::scatter_add.default", dim_args=_DIM, cast_args=("src",)),
     OpSpec("aten::scatter_reduce.two", dim_args=_DIM, cast_args=("src",)),
+    OpSpec("aten::conv_transpose2d.input", keep_whole=True),
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     OpSpec("kiln::fused_linear.default"),
     OpSpec("kiln::fused_conv2d.default"),

@@ -5,10 +5,10 @@ computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
 softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
 squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
-A 1-d convolution runs as the 2-d one on a height of 1 (the 1-d pools
-already reach kiln as unsqueeze + 2-d pool + squeeze); max_pool2d_with_indices
-whose indices are used stays as it is (it has a kernel of its own). Rewrites
-that cannot be expressed exactly (a transposed convolution, asymmetric "same"
+A 1-d convolution, transposed or not, runs as the 2-d one on a height of 1
+(the 1-d pools already reach kiln as unsqueeze + 2-d pool + squeeze);
+max_pool2d_with_indices whose indices are used stays as it is (it has a kernel
+of its own). Rewrites that cannot be expressed exactly (asymmetric "same"
 padding) are left alone and reported as unsupported, or raise ExportError with
 the reason.
 """
@@ -59,12 +59,38 @@ def _conv1d(ctx, node, a):
     return True
 
 
+def _conv_transpose(ctx, node, a):
+    """A transposed convolution: conv_transpose2d.input for a 4-d weight; for a 3-d one (1-d, input
+    (N, C, L)) the same on a height of 1, as for conv1d."""
+    x, weight = a["input"], a["weight"]
+    rank = len(ctx.shape(weight))
+    params = [list(a[k]) for k in ("stride", "padding", "output_padding", "dilation")]
+    if rank == 4 and all(len(v) == 2 for v in params):
+        stride, padding, output_padding, dilation = params
+        ctx.replace(node, ctx.call(aten.conv_transpose2d.input, (x, weight, a["bias"], stride, padding,
+                                                                 output_padding, a["groups"], dilation),
+                                   like=node, val=node.meta["val"]))
+        return True
+    if rank != 3 or len(ctx.shape(x)) != 3 or not all(len(v) == 1 for v in params):
+        return False  # reported as unsupported aten::convolution
+    # the height: stride 1, padding 0, output_padding 0, dilation 1
+    stride, padding, output_padding, dilation = ([h, v[0]] for h, v in zip((1, 0, 0, 1), params))
+    x2 = ctx.call(aten.unsqueeze.default, (x, 2), like=node)
+    w2 = ctx.call(aten.unsqueeze.default, (weight, 2), like=node)
+    y2 = ctx.call(aten.conv_transpose2d.input, (x2, w2, a["bias"], stride, padding, output_padding, a["groups"],
+                                                dilation), like=node)
+    ctx.replace(node, ctx.call(aten.squeeze.dims, (y2, [2]), like=node, val=node.meta["val"]))
+    return True
+
+
 def _convolution(ctx, node):
     a = bound_args(node)
     weight = a["weight"]
-    if not a["transposed"] and len(ctx.shape(weight)) == 3:
+    if a["transposed"]:
+        return _conv_transpose(ctx, node, a)
+    if len(ctx.shape(weight)) == 3:
         return _conv1d(ctx, node, a)
-    if a["transposed"] or len(ctx.shape(weight)) != 4:
+    if len(ctx.shape(weight)) != 4:
         return False  # reported as unsupported aten::convolution
     new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], list(a["stride"]),
                                          list(a["padding"]), list(a["dilation"]), a["groups"]),
