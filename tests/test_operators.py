@@ -46,6 +46,14 @@ def distinct(*shape):
     return (torch.randperm(n, generator=GEN).float() / n - 0.5).reshape(shape)
 
 
+def with_random_params(module):
+    """`module` with its parameters drawn from GEN (not the ones / zeros they start as)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(randn(*p.shape))
+    return module
+
+
 X = randn(2, 5, 6)
 CACHE = randn(1, 2, 8, 4)
 BIG = 20000  # elements: results above 64 KiB are not constant-folded, so factories reach their kernels
@@ -387,6 +395,14 @@ CASES = {
                                 (randn(2, 3, 5), torch.tensor([4, 4, 1, 0]), randn(2, 3, 4))),
     "index_add_int64": ("aten::index_put.default", lambda x, i, s: x.index_add(1, i, s),
                         (randint(-9, 9, 2, 3), torch.tensor([2, 2]), randint(-9, 9, 2, 2))),
+    # instance_norm: batch norm on (1, N * C, ...) with its own statistics, run as group_norm
+    "instance_norm": ("aten::group_norm.default", lambda x: F.instance_norm(x), (randn(2, 3, 5, 4) * 3 + 1,)),
+    "instance_norm_affine_module": ("aten::group_norm.default",
+                                    with_random_params(torch.nn.InstanceNorm2d(3, affine=True, eps=1e-3)),
+                                    (randn(2, 3, 1, 7),)),
+    "instance_norm_1d_eps": ("aten::group_norm.default", lambda x: F.instance_norm(x, eps=0.1), (randn(1, 4, 9),)),
+    "instance_norm_3d": ("aten::group_norm.default", with_random_params(torch.nn.InstanceNorm3d(2, affine=True)),
+                         (randn(3, 2, 2, 3, 4),)),
     # transposed convolution (1-d through the 2-d kernel on a height of 1)
     "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1),
                          (randn(2, 3, 5, 4), randn(3, 4, 3, 3), randn(4))),
@@ -688,6 +704,8 @@ DYNAMIC_CASES = {
     "scatter_add": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
                     (randn(5, 3), randint(0, 5, 4, 3), randn(4, 3)), ({0: _dim("m")}, {0: _dim("n")}, {0: _dim("n")}),
                     [(randn(2, 3), randint(0, 2, 7, 3), randn(7, 3)), (randn(9, 3), randint(0, 9, 1, 3), randn(1, 3))]),
+    "instance_norm": ("aten::group_norm.default", lambda x: F.instance_norm(x), (randn(2, 3, 4, 5),),
+                      ({2: _dim("h", 2), 3: _dim("w")},), [(randn(2, 3, 9, 1),), (randn(2, 3, 2, 16),)]),
     "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
                          (randn(2, 3, 4, 5), randn(3, 2, 3, 3)), ({0: _dim("b"), 2: _dim("h"), 3: _dim("w")}, None),
                          [(randn(1, 3, 1, 2), randn(3, 2, 3, 3)), (randn(3, 3, 9, 6), randn(3, 2, 3, 3))]),

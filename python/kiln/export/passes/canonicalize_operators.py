@@ -144,6 +144,18 @@ def _scatter_reduce_legacy(ctx, node):
     return True
 
 
+def _batch_norm_no_stats(ctx, node):
+    """Batch norm with statistics of its own input (what instance_norm becomes: its input viewed as
+    (1, N * C, ...), the weight and bias repeated N times) is group_norm with one group per channel
+    when the batch is 1, and only the normalized output is used."""
+    a = bound_args(node)
+    shape = ctx.shape(a["input"])
+    if len(shape) < 3 or not isinstance(shape[0], int) or shape[0] != 1 or not isinstance(shape[1], int):
+        return False  # reported as unsupported
+    return _replace_first_output(ctx, node, aten.group_norm.default, (
+        a["input"], shape[1], a["weight"], a["bias"], float(a["eps"]), True))
+
+
 def _native_layer_norm(ctx, node):
     a = bound_args(node)
     return _replace_first_output(ctx, node, aten.layer_norm.default, (
@@ -306,6 +318,7 @@ REWRITES = {
     aten.max_pool2d_with_indices.default: _max_pool_with_indices,
     aten._adaptive_avg_pool2d.default: _simple(aten.adaptive_avg_pool2d.default),
     aten.native_layer_norm.default: _native_layer_norm,
+    aten._native_batch_norm_legit.no_stats: _batch_norm_no_stats,
     aten.scatter.reduce: _scatter_reduce_legacy,
     aten.softmax.int: _softmax_like(aten._softmax.default),
     aten.log_softmax.int: _softmax_like(aten._log_softmax.default),
