@@ -29,6 +29,8 @@ SUBSET = [
     "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "var", "logsumexp", "masked.logsumexp", "cumsum",
     # shape
     "cat", "reshape", "permute", "transpose", "flip", "roll", "tril",
+    # factories (linspace decomposes into arange and arithmetic)
+    "linspace", "linspace.tensor_overload",
     # indexing
     "index_select", "gather", "index_fill", "index_add", "scatter", "scatter_add", "scatter_reduce.mean",
     "scatter_reduce.amax",
