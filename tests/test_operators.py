@@ -403,6 +403,16 @@ CASES = {
     "instance_norm_1d_eps": ("aten::group_norm.default", lambda x: F.instance_norm(x, eps=0.1), (randn(1, 4, 9),)),
     "instance_norm_3d": ("aten::group_norm.default", with_random_params(torch.nn.InstanceNorm3d(2, affine=True)),
                          (randn(3, 2, 2, 3, 4),)),
+    # grid_sample: bilinear and nearest, every padding mode, align_corners both ways; grid points
+    # beyond [-1, 1] so that the padding modes matter
+    **{f"grid_sample_{mode}_{pad}{'_align' if ac else ''}": (
+        "aten::grid_sampler_2d.default",
+        lambda x, g, mode=mode, pad=pad, ac=ac: F.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=ac),
+        (randn(2, 3, 5, 4), torch.rand(2, 6, 7, 2, generator=GEN) * 3.2 - 1.6))
+       for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection") for ac in (False, True)},
+    "grid_sample_1x1_input": ("aten::grid_sampler_2d.default",
+                              lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=True),
+                              (randn(1, 2, 1, 1), torch.rand(1, 3, 2, 2, generator=GEN) * 4 - 2)),
     # transposed convolution (1-d through the 2-d kernel on a height of 1)
     "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1),
                          (randn(2, 3, 5, 4), randn(3, 4, 3, 3), randn(4))),
@@ -577,6 +587,35 @@ def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, p
         kiln.load(path).forward(randn(1, 4, 3, 3).numpy(), randn(4, 2, 3, 3).numpy())
 
 
+def test_grid_sample_bicubic_is_refused_at_export(out_dir):
+    from kiln.export import export
+
+    with pytest.raises(kiln.ExportError, match="interpolation mode 2 \\(bicubic\\)"):
+        export(Fn(lambda x, g: F.grid_sample(x, g, mode="bicubic", align_corners=False)).eval(),
+               (randn(1, 1, 3, 3), torch.zeros(1, 2, 2, 2)), out_dir / "grid_bicubic.kiln")
+
+
+@pytest.mark.parametrize("mode, padding", [("bilinear", "zeros"), ("bilinear", "border"),
+                                           ("bilinear", "reflection"), ("nearest", "zeros"), ("nearest", "border")])
+def test_grid_sample_non_finite_and_huge_grid(out_dir, mode, padding):
+    """NaN, infinite and huge grid coordinates never become an integer index out of range in the kernel.
+    With zeros padding the result is eager's (zeros; NaN for a NaN or infinite coordinate in bilinear
+    mode); border and reflection clip such coordinates where eager's vectorized code rounds differently,
+    so only the shape is compared there."""
+    from kiln.export import export
+
+    path = out_dir / f"grid_nan_{mode}_{padding}.kiln"
+    model = Fn(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=False)).eval()
+    x, g = randn(1, 2, 3, 4), torch.zeros(1, 1, 4, 2)
+    export(model, (x, g), path)
+    bad = torch.tensor([[[[float("nan"), 0.0], [1e30, -1e30], [float("inf"), 0.5], [0.3, float("-inf")]]]])
+    (got,) = kiln.load(path).forward(x.numpy(), bad.numpy())
+    want = model(x, bad).numpy()
+    assert got.shape == want.shape
+    if padding == "zeros":
+        np.testing.assert_array_equal(got, want)
+
+
 def test_bool_mask_index_is_refused_at_export(out_dir):
     # x[m] has a size that depends on m's values. (The index kernel's own refusal of bool
     # indices is checked in tests/cpp/kernels/index_reference_test.cpp, portable_index_tensor.)
@@ -704,6 +743,11 @@ DYNAMIC_CASES = {
     "scatter_add": ("aten::scatter_add.default", lambda x, i, s: x.scatter_add(0, i, s),
                     (randn(5, 3), randint(0, 5, 4, 3), randn(4, 3)), ({0: _dim("m")}, {0: _dim("n")}, {0: _dim("n")}),
                     [(randn(2, 3), randint(0, 2, 7, 3), randn(7, 3)), (randn(9, 3), randint(0, 9, 1, 3), randn(1, 3))]),
+    "grid_sample": ("aten::grid_sampler_2d.default", lambda x, g: F.grid_sample(x, g, padding_mode="border"),
+                    (randn(1, 2, 4, 5), torch.rand(1, 3, 6, 2, generator=GEN) * 2.4 - 1.2),
+                    ({2: _dim("h"), 3: _dim("w")}, {1: _dim("oh"), 2: _dim("ow")}),
+                    [(randn(1, 2, 1, 9), torch.rand(1, 7, 1, 2, generator=GEN) * 2 - 1),
+                     (randn(1, 2, 6, 2), torch.rand(1, 2, 11, 2, generator=GEN) * 2 - 1)]),
     "instance_norm": ("aten::group_norm.default", lambda x: F.instance_norm(x), (randn(2, 3, 4, 5),),
                       ({2: _dim("h", 2), 3: _dim("w")},), [(randn(2, 3, 9, 1),), (randn(2, 3, 2, 16),)]),
     "conv_transpose2d": ("aten::conv_transpose2d.input", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
