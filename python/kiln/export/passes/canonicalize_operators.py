@@ -5,7 +5,8 @@ computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
 softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
 squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
-A 1-d convolution, transposed or not, runs as the 2-d one on a height of 1
+A 3-d convolution becomes conv3d; a 1-d one, transposed or not, runs as the
+2-d one on a height of 1
 (the 1-d pools already reach kiln as unsqueeze + 2-d pool + squeeze);
 max_pool2d_with_indices whose indices are used stays as it is (it has a kernel
 of its own). Rewrites that cannot be expressed exactly (asymmetric "same"
@@ -90,6 +91,11 @@ def _convolution(ctx, node):
         return _conv_transpose(ctx, node, a)
     if len(ctx.shape(weight)) == 3:
         return _conv1d(ctx, node, a)
+    if len(ctx.shape(weight)) == 5:
+        ctx.replace(node, ctx.call(aten.conv3d.default, (a["input"], weight, a["bias"], list(a["stride"]),
+                                                         list(a["padding"]), list(a["dilation"]), a["groups"]),
+                                   like=node, val=node.meta["val"]))
+        return True
     if len(ctx.shape(weight)) != 4:
         return False  # reported as unsupported aten::convolution
     new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], list(a["stride"]),
