@@ -430,6 +430,10 @@ CASES = {
     "avg_pool3d_divisor_unbatched": ("aten::avg_pool3d.default",
                                      lambda x: F.avg_pool3d(x, 3, 2, padding=1, divisor_override=5),
                                      (randn(3, 4, 5, 3),)),
+    "adaptive_avg_pool3d": ("aten::_adaptive_avg_pool3d.default", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)),
+                            (randn(2, 3, 5, 7, 4),)),
+    "adaptive_avg_pool3d_unbatched_upsample": ("aten::_adaptive_avg_pool3d.default",
+                                               lambda x: F.adaptive_avg_pool3d(x, (1, 5, 3)), (randn(2, 3, 2, 7),)),
     # 3-d convolution
     "conv3d": ("aten::conv3d.default", lambda x, w, b: F.conv3d(x, w, b, padding=1), (randn(2, 3, 4, 5, 6),
                                                                                      randn(4, 3, 3, 3, 3), randn(4))),

@@ -40,7 +40,8 @@ SUBSET = [
     "nn.functional.conv1d", "nn.functional.avg_pool1d", "nn.functional.adaptive_avg_pool1d",
     "nn.functional.max_pool1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose1d",
     "nn.functional.grid_sample", "grid_sampler_2d",
-    "nn.functional.max_pool3d", "nn.functional.avg_pool3d", "nn.functional.conv3d",
+    "nn.functional.max_pool3d", "nn.functional.avg_pool3d", "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.conv3d",
     "nn.functional.pad.constant", "nn.functional.linear", "bmm",
     # norms
     "nn.functional.layer_norm", "nn.functional.group_norm",

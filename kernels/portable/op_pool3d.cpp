@@ -3,7 +3,9 @@
 //     (values, indices): indices as ATen computes them, flat positions d * H * W + h * W + w in the
 //     (unpadded) input volume; the first maximum wins a tie, NaN wins;
 //   aten::avg_pool3d.default (self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-//     divisor_override): PyTorch's padding, ceil_mode and divisor rules, as avg_pool2d.
+//     divisor_override): PyTorch's padding, ceil_mode and divisor rules, as avg_pool2d;
+//   aten::_adaptive_avg_pool3d.default (self, output_size): means over floor/ceil-split regions, as
+//     adaptive_avg_pool2d.
 // Windows are validated per axis by window_geometry (padding at most half the kernel, as PyTorch).
 #include <algorithm>
 #include <cmath>
@@ -187,7 +189,63 @@ Status avg_pool3d_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
+Status adaptive_avg_pool3d_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::_adaptive_avg_pool3d.default";
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
+  const Tensor* x;
+  int64_t os[3];
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  KILN_RETURN_IF_ERROR(triple_arg(op, in, 1, "output_size", os));
+  Tensor& y = *out[0];
+  KILN_RETURN_IF_ERROR(check_dtype(op, *x, "self", ScalarType::Float32));
+  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
+  KILN_CHECK_OR_RETURN(x->dim() == 4 || x->dim() == 5, KernelFailure, "%s: self must be 4-D or 5-D, got %s", op,
+                       describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0 && os[2] >= 0, KernelFailure,
+                       "%s: output_size must be non-negative", op);
+  const int64_t d = x->size(-3), h = x->size(-2), w = x->size(-1), od = os[0], oh = os[1], ow = os[2];
+  KILN_CHECK_OR_RETURN(d > 0 && h > 0 && w > 0, KernelFailure, "%s: self %s has an empty spatial dim", op,
+                       describe(*x).c_str());
+  Dims sizes;
+  for (int i = 0; i < x->dim() - 3; ++i) sizes.push(x->sizes()[i]);
+  sizes.push(od);
+  sizes.push(oh);
+  sizes.push(ow);
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
+  if (y.numel() == 0) return Status::ok();
+  const int64_t planes = prod(x->sizes(), 0, x->dim() - 3);
+  const float* xp = x->data_as<const float>();
+  float* yp = y.data_as<float>();
+  // Region bounds floor(i * in / out) and ceil((i + 1) * in / out), formed without overflow.
+  auto start = [](int64_t i, int64_t n_in, int64_t n) { return mul_div(i, n_in, n, false); };
+  auto end = [](int64_t i, int64_t n_in, int64_t n) { return mul_div(i + 1, n_in, n, true); };
+  parallel_for(planes, grain_for(sat_mul(sat_mul(d + od, h + oh), w + ow)), [&](int64_t p0, int64_t p1) {
+    for (int64_t q = p0; q < p1; ++q) {
+      const float* vol = xp + q * d * h * w;
+      float* yo = yp + q * od * oh * ow;
+      for (int64_t e = 0; e < od; ++e) {
+        const int64_t d0 = start(e, d, od), d1 = end(e, d, od);
+        for (int64_t i = 0; i < oh; ++i) {
+          const int64_t h0 = start(i, h, oh), h1 = end(i, h, oh);
+          for (int64_t j = 0; j < ow; ++j) {
+            const int64_t w0 = start(j, w, ow), w1 = end(j, w, ow);
+            double sum = 0.0;
+            for (int64_t c = d0; c < d1; ++c)
+              for (int64_t a = h0; a < h1; ++a)
+                for (int64_t b = w0; b < w1; ++b) sum += vol[(c * h + a) * w + b];
+            const double count = static_cast<double>(d1 - d0) * static_cast<double>(h1 - h0) *
+                                 static_cast<double>(w1 - w0);
+            yo[(e * oh + i) * ow + j] = static_cast<float>(sum / count);
+          }
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
 KILN_REGISTER_KERNEL("aten::max_pool3d_with_indices.default", "f32", max_pool3d_with_indices_run);
+KILN_REGISTER_KERNEL("aten::_adaptive_avg_pool3d.default", "f32", adaptive_avg_pool3d_run);
 KILN_REGISTER_KERNEL("aten::avg_pool3d.default", "f32", avg_pool3d_run);
 
 }  // namespace portable

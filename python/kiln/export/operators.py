@@ -264,6 +264,7 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::grid_sampler_2d.default", normalize=_grid_sampler),
     OpSpec("aten::max_pool3d_with_indices.default", num_outputs=2, normalize=_pool_stride),
     OpSpec("aten::avg_pool3d.default", normalize=_pool_stride),
+    OpSpec("aten::_adaptive_avg_pool3d.default"),
     OpSpec("aten::conv3d.default"),
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     OpSpec("kiln::fused_linear.default"),
