@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import kiln
 from conftest import REPO, assert_close
+from operator_cases_nn import NN_CASES, NN_DYNAMIC_CASES
 
 TOLERANCE = 1e-5
 
@@ -325,6 +326,9 @@ CASES = {
 }
 
 
+CASES.update(NN_CASES)  # convolution, pooling, sampling, scatter (operator_cases_nn.py)
+
+
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("operators")
@@ -550,6 +554,9 @@ DYNAMIC_CASES = {
     "clamp_tensor": ("aten::clamp.Tensor", lambda x, lo: torch.clamp(x, lo, 0.5 + lo), (randn(3, 4), randn(4)),
                      ({0: _dim("m"), 1: _dim("n")}, {0: _dim("n")}), [(randn(1, 6), randn(6))]),
 }
+
+
+DYNAMIC_CASES.update(NN_DYNAMIC_CASES)
 
 
 @pytest.mark.parametrize("name", list(DYNAMIC_CASES))

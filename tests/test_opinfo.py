@@ -1,6 +1,6 @@
 """A fast subset of the OpInfo conformance sweep (scripts/opinfo_sweep.py, docs/opinfo.md).
 
-PyTorch's own samples of ~35 operators spread over the families (elementwise, reductions,
+PyTorch's own samples of ~60 operators spread over the families (elementwise, reductions,
 shape, indexing, pooling and convolution, norms), each exported with kiln and compared
 with eager PyTorch, float32 within 1e-4 of the output's scale (the sweep's TOLERANCES
 widen it per operator, with the reason) and integer/bool results exactly. Every sample
@@ -29,11 +29,19 @@ SUBSET = [
     "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "var", "logsumexp", "masked.logsumexp", "cumsum",
     # shape
     "cat", "reshape", "permute", "transpose", "flip", "roll", "tril",
+    # factories (linspace decomposes into arange and arithmetic)
+    "linspace", "linspace.tensor_overload",
     # indexing
-    "index_select", "gather", "index_fill",
+    "index_select", "gather", "index_fill", "index_add", "scatter", "scatter_add", "scatter_reduce.mean",
+    "scatter_reduce.amax",
     # pooling, convolution, resampling, linear algebra
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.interpolate.nearest",
+    "nn.functional.conv1d", "nn.functional.avg_pool1d", "nn.functional.adaptive_avg_pool1d",
+    "nn.functional.max_pool1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose1d",
+    "nn.functional.grid_sample", "grid_sampler_2d",
+    "nn.functional.max_pool3d", "nn.functional.avg_pool3d", "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.conv3d",
     "nn.functional.pad.constant", "nn.functional.linear", "bmm",
     # norms
     "nn.functional.layer_norm", "nn.functional.group_norm",
@@ -43,9 +51,6 @@ SUBSET = [
 EXCLUSIONS = {
     ("gather", 3): ("run_error", "an empty uint8 index, which eager accepts only because it is empty; "
                                  "kiln's gather takes int64/int32 indices and says so"),
-    # return_indices=True: kiln runs max_pool2d but not max_pool2d_with_indices (the indices output).
-    ("nn.functional.max_pool2d", 0): ("unsupported", "return_indices=True (aten::max_pool2d_with_indices)"),
-    ("nn.functional.max_pool2d", 2): ("unsupported", "return_indices=True (aten::max_pool2d_with_indices)"),
 }
 
 

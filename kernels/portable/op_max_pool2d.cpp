@@ -1,4 +1,6 @@
-// aten::max_pool2d.default: windowed maximum with padding, dilation and ceil_mode (values only).
+// aten::max_pool2d.default: windowed maximum with padding, dilation and ceil_mode (values only);
+// aten::max_pool2d_with_indices.default: the same values and, like ATen, the index of each maximum
+// as a flat position h * W + w in its (unpadded) input plane.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,7 +52,58 @@ Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
+Status max_pool2d_with_indices_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::max_pool2d_with_indices.default";
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 6, 2));
+  Pool2dArgs args;
+  KILN_RETURN_IF_ERROR(pool2d_args(op, Pool2d::Max, /*at_prepare=*/false, in, Outputs(out.data(), 1), &args));
+  Tensor& ix = *out[1];
+  KILN_RETURN_IF_ERROR(check_dtype(op, ix, "indices", ScalarType::Int64));
+  const Dims sizes(out[0]->sizes());
+  KILN_RETURN_IF_ERROR(resize_output(op, &ix, sizes.span()));
+  const Window &wh = args.wh, &ww = args.ww;
+  const int64_t oh = wh.out, ow = ww.out;
+  const float* xp = args.x->data_as<const float>();
+  float* yp = out[0]->data_as<float>();
+  int64_t* ip = ix.data_as<int64_t>();
+  const int64_t h = args.input.h, w = args.input.w;
+  const int64_t taps = sat_mul(std::min(wh.kernel, h), std::min(ww.kernel, w));
+  parallel_for(args.input.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* plane = xp + p * h * w;
+      float* yo = yp + p * oh * ow;
+      int64_t* io = ip + p * oh * ow;
+      for (int64_t i = 0; i < oh; ++i) {
+        const int64_t h0 = i * wh.stride - wh.pad;
+        int64_t a0, a1;
+        window_taps(wh, h0, &a0, &a1);
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t w0 = j * ww.stride - ww.pad;
+          int64_t b0, b1;
+          window_taps(ww, w0, &b0, &b1);
+          float best = -std::numeric_limits<float>::infinity();
+          // ATen's index when nothing beats -inf: the first tap inside the input.
+          int64_t where = (h0 + a0 * wh.dilation) * w + (w0 + b0 * ww.dilation);
+          for (int64_t a = a0; a < a1; ++a) {
+            const int64_t r = h0 + a * wh.dilation;
+            const float* row = plane + r * w;
+            for (int64_t b = b0; b < b1; ++b) {
+              const int64_t c = w0 + b * ww.dilation;
+              const float v = row[c];
+              if (v > best || std::isnan(v)) best = v, where = r * w + c;  // NaN wins, as in PyTorch
+            }
+          }
+          yo[i * ow + j] = best;
+          io[i * ow + j] = where;
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
 KILN_REGISTER_KERNEL("aten::max_pool2d.default", "f32", max_pool2d_run);
+KILN_REGISTER_KERNEL("aten::max_pool2d_with_indices.default", "f32", max_pool2d_with_indices_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -116,6 +116,16 @@ def _sdpa(args, in_shape, out_shape):
                           "dropout_p=self.dropout if self.training else 0.0)")
 
 
+def _grid_sampler(args, in_shape, out_shape):
+    # The kernel has bilinear (0) and nearest (1); refuse bicubic at export rather than fail every run.
+    mode = args.get("interpolation_mode")
+    if isinstance(mode, int) and mode not in (0, 1):
+        from ..errors import ExportError
+
+        raise ExportError(f"grid_sample with interpolation mode {mode} (bicubic) is not supported: kiln "
+                          "runs mode='bilinear' and mode='nearest'")
+
+
 _ELEMENTWISE_BINARY = ("self", "other")
 _DIM = (("dim", "self"),)
 
@@ -248,6 +258,18 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::var.correction", dim_args=_DIM),
     OpSpec("aten::group_norm.default", keep_whole=True),
     OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa, keep_whole=True),
+    # pooling with indices, scatter (issue 11; conv1d and the 1-d pools are canonicalized onto the 2-d ones)
+    OpSpec("aten::max_pool2d_with_indices.default", num_outputs=2, normalize=_pool_stride),
+    OpSpec("aten::scatter.src", dim_args=_DIM, cast_args=("src",)),
+    OpSpec("aten::scatter.value", dim_args=_DIM),
+    OpSpec("aten::scatter_add.default", dim_args=_DIM, cast_args=("src",)),
+    OpSpec("aten::scatter_reduce.two", dim_args=_DIM, cast_args=("src",)),
+    OpSpec("aten::conv_transpose2d.input", keep_whole=True),
+    OpSpec("aten::grid_sampler_2d.default", normalize=_grid_sampler),
+    OpSpec("aten::max_pool3d_with_indices.default", num_outputs=2, normalize=_pool_stride),
+    OpSpec("aten::avg_pool3d.default", normalize=_pool_stride),
+    OpSpec("aten::_adaptive_avg_pool3d.default"),
+    OpSpec("aten::conv3d.default"),
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     OpSpec("kiln::fused_linear.default"),
     OpSpec("kiln::fused_conv2d.default"),

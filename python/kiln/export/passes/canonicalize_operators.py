@@ -5,9 +5,13 @@ computation (convolution vs conv2d, reshape/_unsafe_view/flatten vs view,
 softmax.int vs _softmax, add.Scalar vs add.Tensor, squeeze.dim vs
 squeeze.dims, upsample_*2d.vec vs .default, ...). The runtime implements one kernel per computation; this
 pass maps every spelling onto it so the supported-operator list stays small.
-Rewrites that cannot be expressed exactly (a transposed convolution,
-asymmetric "same" padding, a used max-pool indices output) are left alone and
-reported as unsupported, or raise ExportError with the reason.
+A 3-d convolution becomes conv3d; a 1-d one, transposed or not, runs as the
+2-d one on a height of 1
+(the 1-d pools already reach kiln as unsqueeze + 2-d pool + squeeze);
+max_pool2d_with_indices whose indices are used stays as it is (it has a kernel
+of its own). Rewrites that cannot be expressed exactly (asymmetric "same"
+padding) are left alone and reported as unsupported, or raise ExportError with
+the reason.
 """
 
 from __future__ import annotations
@@ -41,10 +45,58 @@ def _replace_first_output(ctx: PassContext, node: fx.Node, new_target, args, kwa
     return True
 
 
+def _conv1d(ctx, node, a):
+    """A 1-d convolution (N, C, L) is the 2-d one on (N, C, 1, L) with a (O, C/g, 1, K) weight:
+    unsqueeze input and weight at dim 2, conv2d with the height's stride 1, padding 0 and
+    dilation 1, squeeze dim 2 of the result."""
+    x, weight = a["input"], a["weight"]
+    if len(ctx.shape(x)) != 3 or len(a["stride"]) != 1 or len(a["padding"]) != 1 or len(a["dilation"]) != 1:
+        return False
+    x2 = ctx.call(aten.unsqueeze.default, (x, 2), like=node)
+    w2 = ctx.call(aten.unsqueeze.default, (weight, 2), like=node)
+    y2 = ctx.call(aten.conv2d.default, (x2, w2, a["bias"], [1, a["stride"][0]], [0, a["padding"][0]],
+                                        [1, a["dilation"][0]], a["groups"]), like=node)
+    ctx.replace(node, ctx.call(aten.squeeze.dims, (y2, [2]), like=node, val=node.meta["val"]))
+    return True
+
+
+def _conv_transpose(ctx, node, a):
+    """A transposed convolution: conv_transpose2d.input for a 4-d weight; for a 3-d one (1-d, input
+    (N, C, L)) the same on a height of 1, as for conv1d."""
+    x, weight = a["input"], a["weight"]
+    rank = len(ctx.shape(weight))
+    params = [list(a[k]) for k in ("stride", "padding", "output_padding", "dilation")]
+    if rank == 4 and all(len(v) == 2 for v in params):
+        stride, padding, output_padding, dilation = params
+        ctx.replace(node, ctx.call(aten.conv_transpose2d.input, (x, weight, a["bias"], stride, padding,
+                                                                 output_padding, a["groups"], dilation),
+                                   like=node, val=node.meta["val"]))
+        return True
+    if rank != 3 or len(ctx.shape(x)) != 3 or not all(len(v) == 1 for v in params):
+        return False  # reported as unsupported aten::convolution
+    # the height: stride 1, padding 0, output_padding 0, dilation 1
+    stride, padding, output_padding, dilation = ([h, v[0]] for h, v in zip((1, 0, 0, 1), params))
+    x2 = ctx.call(aten.unsqueeze.default, (x, 2), like=node)
+    w2 = ctx.call(aten.unsqueeze.default, (weight, 2), like=node)
+    y2 = ctx.call(aten.conv_transpose2d.input, (x2, w2, a["bias"], stride, padding, output_padding, a["groups"],
+                                                dilation), like=node)
+    ctx.replace(node, ctx.call(aten.squeeze.dims, (y2, [2]), like=node, val=node.meta["val"]))
+    return True
+
+
 def _convolution(ctx, node):
     a = bound_args(node)
     weight = a["weight"]
-    if a["transposed"] or len(ctx.shape(weight)) != 4:
+    if a["transposed"]:
+        return _conv_transpose(ctx, node, a)
+    if len(ctx.shape(weight)) == 3:
+        return _conv1d(ctx, node, a)
+    if len(ctx.shape(weight)) == 5:
+        ctx.replace(node, ctx.call(aten.conv3d.default, (a["input"], weight, a["bias"], list(a["stride"]),
+                                                         list(a["padding"]), list(a["dilation"]), a["groups"]),
+                                   like=node, val=node.meta["val"]))
+        return True
+    if len(ctx.shape(weight)) != 4:
         return False  # reported as unsupported aten::convolution
     new = ctx.call(aten.conv2d.default, (a["input"], weight, a["bias"], list(a["stride"]),
                                          list(a["padding"]), list(a["dilation"]), a["groups"]),
@@ -84,6 +136,30 @@ def _max_pool_with_indices(ctx, node):
     return _replace_first_output(ctx, node, aten.max_pool2d.default, (
         a["self"], list(a["kernel_size"]), list(a["stride"]), list(a["padding"]),
         list(a["dilation"]), a["ceil_mode"]))
+
+
+def _scatter_reduce_legacy(ctx, node):
+    """scatter(self, dim, index, src, reduce="add" | "multiply") is scatter_reduce.two with
+    "sum" | "prod" and include_self=True."""
+    a = bound_args(node)
+    reduce = {"add": "sum", "multiply": "prod"}.get(a["reduce"])
+    if reduce is None:
+        return False  # ATen refuses it too
+    ctx.replace(node, ctx.call(aten.scatter_reduce.two, (a["self"], a["dim"], a["index"], a["src"], reduce, True),
+                               like=node, val=node.meta["val"]))
+    return True
+
+
+def _batch_norm_no_stats(ctx, node):
+    """Batch norm with statistics of its own input (what instance_norm becomes: its input viewed as
+    (1, N * C, ...), the weight and bias repeated N times) is group_norm with one group per channel
+    when the batch is 1, and only the normalized output is used."""
+    a = bound_args(node)
+    shape = ctx.shape(a["input"])
+    if len(shape) < 3 or not isinstance(shape[0], int) or shape[0] != 1 or not isinstance(shape[1], int):
+        return False  # reported as unsupported
+    return _replace_first_output(ctx, node, aten.group_norm.default, (
+        a["input"], shape[1], a["weight"], a["bias"], float(a["eps"]), True))
 
 
 def _native_layer_norm(ctx, node):
@@ -248,6 +324,8 @@ REWRITES = {
     aten.max_pool2d_with_indices.default: _max_pool_with_indices,
     aten._adaptive_avg_pool2d.default: _simple(aten.adaptive_avg_pool2d.default),
     aten.native_layer_norm.default: _native_layer_norm,
+    aten._native_batch_norm_legit.no_stats: _batch_norm_no_stats,
+    aten.scatter.reduce: _scatter_reduce_legacy,
     aten.softmax.int: _softmax_like(aten._softmax.default),
     aten.log_softmax.int: _softmax_like(aten._log_softmax.default),
     aten.reshape.default: _to_view,
