@@ -2,6 +2,7 @@
 
     python scripts/opinfo_sweep.py [NAME ...] [--max-samples 8] [--dtypes float32,int64,bool]
                                    [--jobs 2] [--timeout 120] [--markdown docs/opinfo.md] [--json FILE]
+                                   [--runtime kiln|executorch] [--python WORKER_PYTHON] [--compare JSON]
 
 For every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`
 (or those whose name contains one of NAME), its CPU samples of each dtype (float32 by
@@ -31,6 +32,17 @@ is "not_exportable". The summary also counts operators "ok on at least one sampl
 Samples run in worker subprocesses (each imports op_db once); a worker that dies or
 exceeds --timeout on a sample is replaced and the sample recorded as a crash, so the
 sweep always finishes.
+
+--runtime executorch runs the same samples, with the same skips and the same compare(),
+through ExecuTorch instead (torch.export.export, exir.to_edge, to_executorch, the .pte run
+by executorch.runtime): unsupported when the edge verifier refuses an operator or the
+runtime has no kernel for one. ExecuTorch lives in its own venv (scripts/setup_executorch.sh);
+--python points the workers at it (its torch must be the same version, so op_db is the same).
+--compare takes the --json of the other runtime's sweep and adds the comparison to --markdown:
+
+    python scripts/opinfo_sweep.py --json kiln.json
+    python scripts/opinfo_sweep.py --runtime executorch --python /work/venvs/et/bin/python --json et.json
+    python scripts/opinfo_sweep.py --from-json kiln.json --compare et.json --markdown docs/opinfo.md
 """
 
 from __future__ import annotations
@@ -207,14 +219,11 @@ def compare(actual, expected, tol: float):
     return None
 
 
-def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
-    """Exports, runs and compares one sample in this process; {"status", "detail", "torch_export"}."""
+def run_sample(op, sample, directory: str, *, kernels: str = "", runtime: str = "kiln") -> dict:
+    """Exports, runs and compares one sample in this process; {"status", "detail", "torch_export"}.
+    `runtime` is "kiln" or "executorch" (RUNTIMES): everything but the export and run is shared."""
     import numpy as np
     import torch
-
-    import kiln
-    from kiln.errors import ExportError, KilnError, UnsupportedOperatorError
-    from kiln.export import export
 
     name = operator_name(op)
     if name in UNCOMPARABLE:
@@ -236,6 +245,25 @@ def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
         return {"status": "skipped", "detail": "sparse or complex output"}
     if any(x.dtype in (torch.float16, torch.bfloat16) for x in expected):
         return {"status": "skipped", "detail": "float16/bfloat16 output: kiln programs compute in float32 (docs/format.md)"}
+    outputs = RUNTIMES[runtime](module, tensors, directory, kernels)
+    if isinstance(outputs, dict):  # the sample's status: it did not export or run
+        return outputs
+    if len(outputs) != len(expected):
+        return {"status": "wrong", "detail": f"{len(outputs)} outputs, want {len(expected)}"}
+    tol = TOLERANCES.get(name, (DEFAULT_TOLERANCE, ""))[0]
+    for i, (a, e) in enumerate(zip(outputs, expected)):
+        diff = compare(np.asarray(a), e.detach().resolve_conj().numpy(), tol)
+        if diff:
+            return {"status": "wrong", "detail": f"output {i}: {diff}"}
+    return {"status": "ok"}
+
+
+def _run_kiln(module, tensors, directory: str, kernels: str):
+    """kiln.export.export, kiln.load and forward: the outputs (numpy), or a status dict."""
+    import kiln
+    from kiln.errors import ExportError, KilnError, UnsupportedOperatorError
+    from kiln.export import export
+
     path = os.path.join(directory, "sample.kiln")
     try:
         export(module, tuple(tensors), path)
@@ -249,25 +277,74 @@ def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
         return {"status": "export_error", "detail": f"internal {type(e).__name__}: {str(e)[:280]}"}
     try:
         program = kiln.load(path, kernels=kernels) if kernels else kiln.load(path)
-        outputs = program.forward(*[t.contiguous().numpy() for t in tensors])
+        return program.forward(*[t.contiguous().numpy() for t in tensors])
     except KilnError as e:
         return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
     except Exception as e:
         return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
-    if len(outputs) != len(expected):
-        return {"status": "wrong", "detail": f"{len(outputs)} outputs, want {len(expected)}"}
-    tol = TOLERANCES.get(name, (DEFAULT_TOLERANCE, ""))[0]
-    for i, (a, e) in enumerate(zip(outputs, expected)):
-        diff = compare(np.asarray(a), e.detach().resolve_conj().numpy(), tol)
-        if diff:
-            return {"status": "wrong", "detail": f"output {i}: {diff}"}
-    return {"status": "ok"}
+
+
+def _run_executorch(module, tensors, directory: str, kernels: str):
+    """ExecuTorch as its documentation shows: torch.export.export (non-strict, as kiln calls it),
+    exir.to_edge, to_executorch, and the .pte buffer run by executorch.runtime (the kernels of the
+    PyPI wheel, no delegate). The tensor outputs (numpy), or a status dict: unsupported when the
+    edge verifier refuses an operator (not Core ATen) or the runtime has no kernel for one."""
+    import re
+
+    import torch
+    from executorch.exir import to_edge
+    from executorch.runtime import Runtime
+    from torch._export.verifier import SpecViolationError
+    from torch.utils import _pytree as pytree
+
+    class Flat(torch.nn.Module):  # the outputs as a flat tuple: the .pte serializer knows no
+        def forward(self, *ts):   # named tuples (torch.return_types); compared flat anyway
+            return tuple(pytree.tree_leaves(module(*ts)))
+
+    try:
+        ep = torch.export.export(Flat().eval(), tuple(tensors), strict=False)
+    except Exception as e:
+        return {"status": "export_error", "torch_export": True,
+                "detail": f"torch.export failed: {type(e).__name__}: {str(e)[:260]}"}
+    try:
+        manager = to_edge(ep).to_executorch()
+    except SpecViolationError as e:
+        text = " ".join(str(e).split())
+        found = re.search(r"Operator (\S+) is not in Core ATen opset", text)
+        return {"status": "unsupported",
+                "detail": f"to_edge: {found.group(1)} is not Core ATen" if found else f"to_edge: {text[:260]}"}
+    except Exception as e:
+        return {"status": "export_error", "detail": f"{type(e).__name__}: {' '.join(str(e).split())[:280]}"}
+    runtime = Runtime.get()
+    used = {f"{o.name}.{o.overload}" if o.overload else o.name
+            for plan in manager.executorch_program.execution_plan for o in plan.operators}
+    missing = sorted(used - set(runtime.operator_registry.operator_names))
+    if missing:
+        return {"status": "unsupported", "detail": ", ".join(missing)}
+    try:
+        method = runtime.load_program(manager.buffer).load_method("forward")
+        outputs = method.execute([t.contiguous() for t in tensors])
+    except Exception as e:
+        return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
+    return [o.detach().clone().numpy() for o in outputs if isinstance(o, torch.Tensor)]
+
+
+RUNTIMES = {"kiln": _run_kiln, "executorch": _run_executorch}
+
+
+def runtime_versions(runtime: str) -> dict:
+    """The versions a worker reports: torch's and the runtime's."""
+    import importlib.metadata
+
+    import torch
+
+    return {"torch": torch.__version__, runtime: importlib.metadata.version(runtime)}
 
 
 # ---------------------------------------------------------------- worker side
 
 
-def worker_main() -> int:
+def worker_main(runtime: str) -> int:
     """Reads {"op", "start", ...} lines on stdin; writes "begin"/"result"/"done" lines on the
     original stdout (fd 1 is pointed at stderr, so prints from torch or kiln cannot garble it)."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -282,7 +359,7 @@ def worker_main() -> int:
         proto.write(json.dumps(message) + "\n")
         proto.flush()
 
-    send(event="ready")
+    send(event="ready", versions=runtime_versions(runtime))
     for line in sys.stdin:
         task = json.loads(line)
         op = op_db[task["op"]]
@@ -303,7 +380,7 @@ def worker_main() -> int:
                         result = {"status": "skipped", "detail": too_big}
                     else:
                         try:
-                            result = run_sample(op, sample, directory)
+                            result = run_sample(op, sample, directory, runtime=runtime)
                         except Exception as e:  # a bug of this script, recorded rather than fatal
                             result = {"status": "crash", "detail": f"sweep error {type(e).__name__}: {e}"}
                     send(event="result", sample=k, dtype=dtype_name, desc=desc, **result)
@@ -315,9 +392,9 @@ def worker_main() -> int:
 class Worker:
     """One worker subprocess and a thread that queues its protocol lines."""
 
-    def __init__(self, log):
+    def __init__(self, log, python: str, runtime: str):
         env = dict(os.environ, KILN_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", "--runtime", runtime],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      text=True, env=env)
         self.lines: queue.Queue = queue.Queue()
@@ -340,10 +417,14 @@ def run_operator(state, index: int, task: dict, timeout: float) -> list:
     while True:
         worker = state.get("worker")
         if worker is None or worker.proc.poll() is not None:
-            worker = state["worker"] = Worker(state["log"])
+            worker = state["worker"] = Worker(state["log"], state["python"], state["runtime"])
             message = worker.lines.get(timeout=600)  # op_db import
             if message is None or message.get("event") != "ready":
                 raise RuntimeError("a worker failed to start (see its log)")
+            if message["versions"]["torch"] != state["torch"]:  # op_db indices would differ
+                raise RuntimeError(f"the worker's torch is {message['versions']['torch']}, "
+                                   f"this process's {state['torch']}: they must be the same")
+            state["versions"] = message["versions"]
         worker.proc.stdin.write(json.dumps(dict(task, op=index, start=start)) + "\n")
         worker.proc.stdin.flush()
         current = None
@@ -505,10 +586,18 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", help="write the summary and per-operator table here")
     parser.add_argument("--json", help="write every sample's result here")
     parser.add_argument("--from-json", help="only rewrite --markdown from the results of an earlier --json")
+    parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="kiln",
+                        help="the runtime that exports and runs the samples (default kiln)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the workers' interpreter, e.g. the venv of scripts/setup_executorch.sh "
+                             "(default: this one); its torch must be this one's")
+    parser.add_argument("--compare", metavar="JSON",
+                        help="the --json of a sweep of the other runtime on the same samples: "
+                             "--markdown gets the comparison")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker_main()
+        return worker_main(args.runtime)
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         report["summary"] = summarize(report)
@@ -540,8 +629,11 @@ def main(argv=None) -> int:
     lock = threading.Lock()
     logdir = tempfile.mkdtemp(prefix="kiln-opinfo-logs-")
 
+    versions = {}
+
     def lane(n: int):
-        state = {"log": open(os.path.join(logdir, f"worker{n}.log"), "w")}
+        state = {"log": open(os.path.join(logdir, f"worker{n}.log"), "w"), "python": args.python,
+                 "runtime": args.runtime, "torch": torch.__version__}
         while True:
             with lock:
                 if not pending:
@@ -557,6 +649,7 @@ def main(argv=None) -> int:
                 done = len(results)
             print(f"[{done}/{len(jobs)} {time.time() - started:.0f}s] {name}: {o['status']} "
                   f"({sum(s['status'] == 'ok' for s in samples)}/{len(samples)} ok)", file=sys.stderr)
+        versions.update(state.get("versions", {}))
         if state.get("worker"):
             state["worker"].proc.stdin.close()
             state["worker"].proc.wait()
@@ -568,6 +661,7 @@ def main(argv=None) -> int:
         t.join()
 
     report = {"command": "python scripts/opinfo_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "runtime": args.runtime, "versions": versions,
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime()),
               "seconds": time.time() - started, "dtypes": dtypes, "max_samples": args.max_samples,
               "max_elements": args.max_elements,
