@@ -492,14 +492,87 @@ def first_problem(o: dict):
     return None
 
 
-def markdown(report: dict) -> str:
+RUNTIME_NAMES = {"kiln": "kiln", "executorch": "ExecuTorch"}
+ORDER = ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]
+
+
+def runtime_name(report: dict) -> str:
+    runtime = report.get("runtime", "kiln")
+    version = report.get("versions", {}).get(runtime)
+    return RUNTIME_NAMES[runtime] + (f" {version}" if version and runtime != "kiln" else "")
+
+
+def problem_text(o: dict, width: int = 120) -> str:
+    """The first problem of a not-ok operator, one table cell."""
+    s = first_problem(o) if o["status"] != "ok" else None
+    if not s:
+        return ""
+    detail = (s.get("detail") or "").replace("|", "\\|").replace("\n", " ")
+    detail = detail if len(detail) <= width else detail[:width - 3] + "..."
+    return f"{s['status']}{' (torch.export)' if s.get('torch_export') else ''}: {detail}"
+
+
+def ok_compared(o: dict) -> str:
+    compared = [s for s in o["samples"] if s["status"] != "skipped" and not s.get("torch_export")]
+    return f"{sum(1 for s in compared if s['status'] == 'ok')} / {len(compared)}"
+
+
+def comparison(report: dict, other: dict) -> list:
+    """Markdown lines comparing two sweeps (this runtime and the other) of the same samples."""
+    a, b = runtime_name(report), runtime_name(other)
+    sa, sb = report["summary"], other["summary"]
+    theirs = {o["name"]: o for o in other["operators"]}
+    pairs = [(o, theirs[o["name"]]) for o in report["operators"] if o["name"] in theirs]
+    key = lambda o: [(s["dtype"], s["sample"], s["desc"]) for s in o["samples"]]
+    differ = [x["name"] for x, y in pairs if key(x) != key(y)]
+    lines = [f"## {RUNTIME_NAMES[report.get('runtime', 'kiln')]} and {RUNTIME_NAMES[other['runtime']]}", "",
+             f"The same samples run through {b} from PyPI (`{other['command']}`, in the venv of",
+             "`scripts/setup_executorch.sh`: torch.export.export, `exir.to_edge`, `to_executorch`, the .pte",
+             "run by `executorch.runtime` with the kernels of the wheel, no delegate), with the same skips,",
+             "the same comparison with eager and the same rule per operator. For ExecuTorch, unsupported",
+             "means the edge verifier refuses an operator (not Core ATen) or the runtime has no kernel for",
+             f"one; a crash is an abort of the worker process. {other['seconds']:.0f} s for its sweep, "
+             f"{report['seconds']:.0f} s for {a}'s.",
+             ""]
+    if len(pairs) != len(report["operators"]) or len(pairs) != len(other["operators"]) or differ:
+        lines += [f"**The samples differ**: {len(report['operators'])} and {len(other['operators'])} OpInfos, "
+                  f"{len(pairs)} in both, {len(differ)} with other samples"
+                  + (f" ({', '.join(differ[:10])})." if differ else "."), ""]
+    else:
+        lines += [f"Both saw the same {sa['num_samples']} samples of the same {len(pairs)} OpInfos.", ""]
+    lines += [f"| operators | {a} | {b} |", "|---|---|---|"]
+    for k in ORDER:
+        lines.append(f"| {k} | {sa['by_status'].get(k, 0)} | {sb['by_status'].get(k, 0)} |")
+    lines += [f"| ok on at least one sample | {sa['ok_on_one_sample']} | {sb['ok_on_one_sample']} |",
+              f"| samples ok | {sa['samples'].get('ok', 0)} | {sb['samples'].get('ok', 0)} |", ""]
+    both = sum(1 for x, y in pairs if x["status"] == y["status"] == "ok")
+    only_b = [(x, y) for x, y in pairs if y["status"] == "ok" and x["status"] != "ok"]
+    only_a = [(x, y) for x, y in pairs if x["status"] == "ok" and y["status"] != "ok"]
+    lines += [f"Operators ok in both: {both}; only in {a}: {len(only_a)}; only in {b}: {len(only_b)}.", ""]
+    lines += [f"### {b} ok, {a} not ({len(only_b)})", "",
+              f"The work list for {a}'s coverage, with {a}'s first problem.", ""]
+    lines += [f"- `{x['name']}`: {problem_text(x)}" for x, _ in only_b] or ["None."]
+    lines += ["", f"### {a} ok, {b} not ({len(only_a)})", ""]
+    lines += [", ".join(f"`{x['name']}` ({y['status']})" for x, y in only_a) or "None.", ""]
+    lines += [f"### {b}'s wrong results and crashes", ""]
+    bad = [y for _, y in pairs if y["status"] in ("wrong", "crash")]
+    for y in bad:
+        s = first_problem(y)
+        lines.append(f"- `{y['name']}` {s['status']} ({s['dtype']} sample {s['sample']}: {s['desc']}): "
+                     f"{(s.get('detail') or '').splitlines()[0] if s.get('detail') else ''}")
+    lines += (["None."] if not bad else []) + [""]
+    return lines
+
+
+def markdown(report: dict, other: dict = None) -> str:
     summary = report["summary"]
     st = summary["by_status"]
+    name = runtime_name(report)
     lines = [
         "# OpInfo conformance",
         "",
         "PyTorch's own operator samples (`op_db` of `torch.testing._internal.common_methods_invocations`),",
-        "each wrapped in a module (tensors as inputs, other arguments baked in), exported with kiln and",
+        f"each wrapped in a module (tensors as inputs, other arguments baked in), exported with {name} and",
         "compared with eager. Made by `scripts/opinfo_sweep.py` (its docstring has the statuses and the",
         "rule); `tests/test_opinfo.py` runs a fast subset in the default test command.",
         "",
@@ -510,7 +583,7 @@ def markdown(report: dict) -> str:
         f"of at most {report['max_elements']} elements).",
         "",
         "Rule: an operator is **ok** when torch.export exports at least one of its samples and every",
-        "sample torch.export exports is exported, run and matched by kiln (float: within "
+        f"sample torch.export exports is exported, run and matched by {name} (float: within "
         f"{DEFAULT_TOLERANCE:g} of the output's",
         "largest magnitude, NaN for NaN; integer and bool: exactly). Otherwise it takes the worst status",
         "of those samples (wrong > crash > run_error > export_error > unsupported); `not_exportable`:",
@@ -520,19 +593,13 @@ def markdown(report: dict) -> str:
         "| operators | count |",
         "|---|---|",
     ]
-    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+    for key in ORDER:
         lines.append(f"| {key} | {st.get(key, 0)} |")
     lines += [f"| total | {summary['operators']} |",
               f"| ok on at least one sample | {summary['ok_on_one_sample']} |", ""]
     lines += ["Samples: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["samples"].items())) + ".", ""]
-    lines += [
-        "Issue 11 measured, with the torch of its time (598 OpInfos, float32 samples): kiln ran 277",
-        "operators correctly, ExecuTorch 1.5.1's portable runtime 375 (with 3 wrong answers and 3",
-        f"aborts). Here kiln is ok on {st.get('ok', 0)} of {summary['operators']} OpInfos (torch "
-        f"{report['torch']} has more of them), with {st.get('wrong', 0)} wrong and {st.get('crash', 0)} crashing.",
-        "ExecuTorch was not rerun on these samples.",
-        "",
-    ]
+    if other:
+        lines += comparison(report, other)
     wrong = [o for o in report["operators"] if o["status"] == "wrong"]
     lines += ["## Wrong results", ""]
     if not wrong:
@@ -542,8 +609,8 @@ def markdown(report: dict) -> str:
         lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}")
     if wrong:
         lines.append("")
-    # Not wrong, but where kiln accepted an operator and then failed: exporter bugs (an internal
-    # error), kernels the exporter assumed (MissingKernel at load) and run-time refusals.
+    # Not wrong, but where the runtime accepted an operator and then failed: exporter bugs (an
+    # internal error), kernels the exporter assumed (MissingKernel at load) and run-time refusals.
     broken = []
     for o in report["operators"]:
         for smp in o["samples"]:
@@ -553,25 +620,38 @@ def markdown(report: dict) -> str:
                               f"{smp['status']}: {detail.splitlines()[0] if detail else ''}")
                 break
     lines += ["## Run errors, crashes and internal export errors", "",
-              "Not wrong answers, but places where kiln took an operator and then failed (first such",
+              f"Not wrong answers, but places where {name} took an operator and then failed (first such",
               "sample of each operator):", ""]
     lines += (broken or ["None."]) + [""]
     if TOLERANCES:
         lines += ["## Wider tolerances", ""]
         lines += [f"- `{k}`: {tol:g}, {why}" for k, (tol, why) in sorted(TOLERANCES.items())] + [""]
-    lines += ["## Operators", "",
-              "| OpInfo | status | ok / compared | first problem |", "|---|---|---|---|"]
-    for o in report["operators"]:
-        compared = [s for s in o["samples"] if s["status"] != "skipped" and not s.get("torch_export")]
-        ok = sum(1 for s in compared if s["status"] == "ok")
-        s = first_problem(o) if o["status"] != "ok" else None
-        problem = ""
-        if s:
-            detail = (s.get("detail") or "").replace("|", "\\|").replace("\n", " ")
-            detail = detail if len(detail) <= 120 else detail[:117] + "..."
-            problem = f"{s['status']}{' (torch.export)' if s.get('torch_export') else ''}: {detail}"
-        lines.append(f"| `{o['name']}` | {o['status']} | {ok} / {len(compared)} | {problem} |")
+    lines += ["## Operators", ""]
+    if other:
+        theirs = {o["name"]: o for o in other["operators"]}
+        b = RUNTIME_NAMES[other["runtime"]]
+        lines += [f"| OpInfo | {name} | ok / compared | first problem | {b} | ok / compared | {b}'s first problem |",
+                  "|---|---|---|---|---|---|---|"]
+        for o in report["operators"]:
+            y = theirs.get(o["name"])
+            cells = [y["status"], ok_compared(y), problem_text(y, 80)] if y else ["", "", ""]
+            lines.append(f"| `{o['name']}` | {o['status']} | {ok_compared(o)} | {problem_text(o, 80)} | "
+                         + " | ".join(cells) + " |")
+    else:
+        lines += ["| OpInfo | status | ok / compared | first problem |", "|---|---|---|---|"]
+        for o in report["operators"]:
+            lines.append(f"| `{o['name']}` | {o['status']} | {ok_compared(o)} | {problem_text(o)} |")
     return "\n".join(lines) + "\n"
+
+
+def load_report(path):
+    """An earlier --json (None without a path), with its summary."""
+    if not path:
+        return None
+    report = json.loads(Path(path).read_text())
+    report.setdefault("runtime", "kiln")  # written before --runtime
+    report["summary"] = summarize(report)
+    return report
 
 
 def main(argv=None) -> int:
@@ -601,7 +681,7 @@ def main(argv=None) -> int:
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         report["summary"] = summarize(report)
-        Path(args.markdown or "/dev/stdout").write_text(markdown(report))
+        Path(args.markdown or "/dev/stdout").write_text(markdown(report, load_report(args.compare)))
         return 0
 
     import torch
@@ -669,7 +749,7 @@ def main(argv=None) -> int:
     report["summary"] = summarize(report)
     s = report["summary"]
     print(f"\n{'status':<16}operators")
-    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+    for key in ORDER:
         print(f"{key:<16}{s['by_status'].get(key, 0)}")
     print(f"{'total':<16}{s['operators']}  (ok on at least one sample: {s['ok_on_one_sample']}; "
           f"{s['num_samples']} samples, {report['seconds']:.0f} s)")
@@ -680,7 +760,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if args.markdown:
-        Path(args.markdown).write_text(markdown(report))
+        Path(args.markdown).write_text(markdown(report, load_report(args.compare)))
     return 0
 
 
