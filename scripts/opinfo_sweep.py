@@ -42,7 +42,11 @@ runtime has no kernel for one. ExecuTorch lives in its own venv (scripts/setup_e
 
     python scripts/opinfo_sweep.py --json kiln.json
     python scripts/opinfo_sweep.py --runtime executorch --python /work/venvs/et/bin/python --json et.json
-    python scripts/opinfo_sweep.py --from-json kiln.json --compare et.json --markdown docs/opinfo.md
+    python scripts/opinfo_sweep.py --from-json kiln.json --compare et.json --markdown docs/opinfo.md \
+        --operators-md docs/operators.md
+
+--operators-md writes the summary (counts of both runtimes, a link to docs/opinfo.md) as the last
+section of docs/operators.md, after `kiln ops --markdown`'s text (tests/test_cli.py checks both).
 """
 
 from __future__ import annotations
@@ -644,6 +648,41 @@ def markdown(report: dict, other: dict = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# docs/operators.md is `kiln ops --markdown`, then from this line on the summary below
+# (tests/test_cli.py compares the part before it with the generator's output).
+OPERATORS_MD_MARKER = "<!-- the OpInfo summary below is written by scripts/opinfo_sweep.py --operators-md -->"
+
+
+def operators_md_summary(report: dict, other: dict = None) -> str:
+    """The section of docs/operators.md: the counts of the sweep (and of --compare), a link."""
+    st, s = report["summary"]["by_status"], report["summary"]
+    name = runtime_name(report)
+    lines = [OPERATORS_MD_MARKER, "", "## OpInfo sweep", "",
+             f"PyTorch's OpInfo samples ({s['num_samples']} {'/'.join(report['dtypes'])} samples of {s['operators']} OpInfos, "
+             f"torch {report['torch']}, {report['date']}), run with `scripts/opinfo_sweep.py`; per operator "
+             "and sample in [opinfo.md](opinfo.md).", ""]
+    reports = [report] + ([other] if other else [])
+    lines += ["| operators | " + " | ".join(runtime_name(r) for r in reports) + " |",
+              "|---|" + "---|" * len(reports)]
+    for key in ["ok", "wrong", "crash"]:
+        lines.append(f"| {key} | " + " | ".join(str(r["summary"]["by_status"].get(key, 0)) for r in reports) + " |")
+    lines.append("| ok on at least one sample | "
+                 + " | ".join(str(r["summary"]["ok_on_one_sample"]) for r in reports) + " |")
+    if other:
+        theirs = {o["name"]: o["status"] for o in other["operators"]}
+        only = sum(1 for o in report["operators"] if o["status"] != "ok" and theirs.get(o["name"]) == "ok")
+        lines += ["", f"{only} operators are ok in {runtime_name(other)} and not in {name}: listed in "
+                      f"[opinfo.md](opinfo.md), the work list for {name}'s coverage."]
+    return "\n".join(lines) + "\n"
+
+
+def write_operators_md(path: str, section: str):
+    """Replaces the sweep's section of docs/operators.md (from OPERATORS_MD_MARKER on), or appends it."""
+    text = Path(path).read_text()
+    head = text.split(OPERATORS_MD_MARKER)[0].rstrip("\n") + "\n\n"
+    Path(path).write_text(head + section)
+
+
 def load_report(path):
     """An earlier --json (None without a path), with its summary."""
     if not path:
@@ -674,6 +713,9 @@ def main(argv=None) -> int:
     parser.add_argument("--compare", metavar="JSON",
                         help="the --json of a sweep of the other runtime on the same samples: "
                              "--markdown gets the comparison")
+    parser.add_argument("--operators-md", metavar="MD",
+                        help="write the summary (with --compare's) as the last section of this file "
+                             "(docs/operators.md), replacing the one there")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -681,7 +723,11 @@ def main(argv=None) -> int:
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         report["summary"] = summarize(report)
-        Path(args.markdown or "/dev/stdout").write_text(markdown(report, load_report(args.compare)))
+        other = load_report(args.compare)
+        if args.operators_md:
+            write_operators_md(args.operators_md, operators_md_summary(report, other))
+        if args.markdown or not args.operators_md:
+            Path(args.markdown or "/dev/stdout").write_text(markdown(report, other))
         return 0
 
     import torch
@@ -761,6 +807,8 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if args.markdown:
         Path(args.markdown).write_text(markdown(report, load_report(args.compare)))
+    if args.operators_md:
+        write_operators_md(args.operators_md, operators_md_summary(report, load_report(args.compare)))
     return 0
 
 
