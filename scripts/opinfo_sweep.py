@@ -19,9 +19,10 @@ Each sample gets one status:
     run_error    a kiln error at load or run time
     wrong        ran, but the result differs from eager (a real bug)
     crash        the worker process died or hung (timeout) on the sample
-    skipped      not compared, with the reason: eager itself is nondeterministic (two seeds
-                 give different results), its output is uninitialized memory, or the sample
-                 is larger than --max-elements
+    skipped      not compared, with the reason: eager calls a random operator (one tagged
+                 nondeterministic_seeded: no runtime draws PyTorch's random numbers), eager
+                 is nondeterministic (two seeds give different results), its output is
+                 uninitialized memory, or the sample is larger than --max-elements
 
 The rule for an operator: it is "ok" when at least one of its samples was exported by
 torch.export and every sample torch.export exported (not skipped) is ok. Otherwise its
@@ -163,12 +164,23 @@ def sample_module(op, sample):
     return Sample(), tensors
 
 
-def _eager(module, tensors, seed: int):
+def _eager(module, tensors, seed: int, random_ops: set = None):
+    """The output leaves; the random operators eager calls (tagged nondeterministic_seeded) are
+    added to `random_ops` when given."""
+    import contextlib
+
     import torch
     from torch.utils import _pytree as pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seeded(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                random_ops.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
 
     torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), (Seeded() if random_ops is not None else contextlib.nullcontext()):
         out = module(*[t.clone() for t in tensors])
     return pytree.tree_leaves(out)
 
@@ -237,11 +249,14 @@ def run_sample(op, sample, directory: str, *, kernels: str = "", runtime: str = 
         return {"status": "skipped", "detail": "complex tensor input"}
     if any(t.layout != torch.strided for t in tensors):
         return {"status": "skipped", "detail": "sparse tensor input"}
+    random_ops = set()
     try:
-        expected = _eager(module, tensors, 1)
+        expected = _eager(module, tensors, 1, random_ops)
         again = _eager(module, tensors, 2)
     except Exception as e:  # the sample is an error input for eager too
         return {"status": "skipped", "detail": f"eager fails: {type(e).__name__}: {str(e)[:150]}"}
+    if random_ops:  # many such OpInfos seed the RNG themselves (wrapper_set_seed): two seeds agree
+        return {"status": "skipped", "detail": f"random ({', '.join(sorted(random_ops))})"}
     if len(expected) != len(again) or not all(_same(x, y) for x, y in zip(expected, again)):
         return {"status": "skipped", "detail": "eager is nondeterministic (two seeds differ)"}
     expected = [x for x in expected if isinstance(x, torch.Tensor)]
@@ -581,6 +596,7 @@ def markdown(report: dict, other: dict = None) -> str:
         "rule); `tests/test_opinfo.py` runs a fast subset in the default test command.",
         "",
         f"Command: `{report['command']}`  ",
+        *[f"then `{u}`  " for u in report.get("updates", [])],
         f"torch {report['torch']}, {report['date']}, {report['seconds']:.0f} s, "
         f"{summary['num_samples']} samples of {summary['operators']} OpInfos "
         f"(dtypes {', '.join(report['dtypes'])}, at most {report['max_samples']} samples each "
@@ -716,6 +732,9 @@ def main(argv=None) -> int:
     parser.add_argument("--operators-md", metavar="MD",
                         help="write the summary (with --compare's) as the last section of this file "
                              "(docs/operators.md), replacing the one there")
+    parser.add_argument("--update", metavar="JSON",
+                        help="put the results of this (NAME-filtered) sweep into this earlier --json of "
+                             "the same runtime, replacing those OpInfos, and write that as --json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -792,6 +811,15 @@ def main(argv=None) -> int:
               "seconds": time.time() - started, "dtypes": dtypes, "max_samples": args.max_samples,
               "max_elements": args.max_elements,
               "operators": [results[i] for i, _, _ in jobs]}
+    if args.update:  # the earlier sweep, with these OpInfos rerun
+        base = json.loads(Path(args.update).read_text())
+        if base.get("runtime", "kiln") != args.runtime:
+            parser.error(f"--update {args.update} is a sweep of {base.get('runtime', 'kiln')}")
+        fresh = {o["name"]: o for o in report["operators"]}
+        base["operators"] = [fresh.get(o["name"], o) for o in base["operators"]]
+        base["updates"] = base.get("updates", []) + [f"{report['command']} ({report['date']}, "
+                                                     f"{len(fresh)} OpInfos rerun)"]
+        report = base
     report["summary"] = summarize(report)
     s = report["summary"]
     print(f"\n{'status':<16}operators")
