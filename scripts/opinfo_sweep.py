@@ -571,6 +571,16 @@ def comparison(report: dict, other: dict) -> list:
     lines += [f"### {b} ok, {a} not ({len(only_b)})", "",
               f"The work list for {a}'s coverage, with {a}'s first problem.", ""]
     lines += [f"- `{x['name']}`: {problem_text(x)}" for x, _ in only_b] or ["None."]
+    missing = {}  # the operators behind "unsupported" there, by how many of those OpInfos need each
+    for x, _ in only_b:
+        needed = {m for smp in x["samples"] if smp["status"] == "unsupported"
+                  for m in (smp.get("detail") or "").split(", ") if m}
+        for m in needed:
+            missing[m] = missing.get(m, 0) + 1
+    if missing:
+        ranked = sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines += ["", f"The operators {a} has no kernel for behind them, with how many of these OpInfos "
+                      "need each: " + ", ".join(f"`{m}` {n}" for m, n in ranked) + "."]
     lines += ["", f"### {a} ok, {b} not ({len(only_a)})", ""]
     lines += [", ".join(f"`{x['name']}` ({y['status']})" for x, y in only_a) or "None.", ""]
     lines += [f"### {b}'s wrong results and crashes", ""]
