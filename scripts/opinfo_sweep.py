@@ -84,6 +84,21 @@ UNCOMPARABLE = {
     "nn.functional.dropout3d": "random",
 }
 
+# (runtime, operator) -> what was found when a wrong result or a crash was looked into.
+DIAGNOSES = {
+    ("executorch", "max_pool2d_with_indices_backward"):
+        "ExecuTorch's max_pool2d_with_indices_backward.grad_input adds the gradients onto its output "
+        "without zeroing it first: the extra values are stale contents of the memory-planned buffer "
+        "(here, elements of the input)",
+    ("executorch", "argwhere"):
+        "ExecuTorch's nonzero.out returns wrong indices, not just in another order: argwhere(eye(3)) "
+        "gives [[0, 1], [0, 2], [1, 2]]",
+    ("executorch", "sum"):
+        "sum of a 0-dim tensor over dim 0 (PyTorch allows it) fails an assert in ExecuTorch's "
+        "TensorImpl::size() (\"Dimension out of range\"), which aborts the process; most of the other "
+        "crashes are on 0-dim (float32[]) samples too",
+}
+
 SEVERITY = ["wrong", "crash", "run_error", "export_error", "unsupported"]
 STATUSES = ["ok"] + SEVERITY + ["skipped"]
 DTYPE_NAMES = ["float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"]
@@ -545,7 +560,8 @@ def comparison(report: dict, other: dict) -> list:
     key = lambda o: [(s["dtype"], s["sample"], s["desc"]) for s in o["samples"]]
     differ = [x["name"] for x, y in pairs if key(x) != key(y)]
     lines = [f"## {RUNTIME_NAMES[report.get('runtime', 'kiln')]} and {RUNTIME_NAMES[other['runtime']]}", "",
-             f"The same samples run through {b} from PyPI (`{other['command']}`, in the venv of",
+             f"The same samples run through {b} from PyPI (`{other['command']}`"
+             + "".join(f", then `{u}`" for u in other.get("updates", [])) + ", in the venv of",
              "`scripts/setup_executorch.sh`: torch.export.export, `exir.to_edge`, `to_executorch`, the .pte",
              "run by `executorch.runtime` with the kernels of the wheel, no delegate), with the same skips,",
              "the same comparison with eager and the same rule per operator. For ExecuTorch, unsupported",
@@ -587,8 +603,10 @@ def comparison(report: dict, other: dict) -> list:
     bad = [y for _, y in pairs if y["status"] in ("wrong", "crash")]
     for y in bad:
         s = first_problem(y)
+        why = DIAGNOSES.get((other["runtime"], y["name"]))
         lines.append(f"- `{y['name']}` {s['status']} ({s['dtype']} sample {s['sample']}: {s['desc']}): "
-                     f"{(s.get('detail') or '').splitlines()[0] if s.get('detail') else ''}")
+                     f"{(s.get('detail') or '').splitlines()[0] if s.get('detail') else ''}"
+                     + (f". {why}." if why else ""))
     lines += (["None."] if not bad else []) + [""]
     return lines
 
@@ -636,7 +654,9 @@ def markdown(report: dict, other: dict = None) -> str:
         lines += ["None.", ""]
     for o in wrong:
         s = first_problem(o)
-        lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}")
+        why = DIAGNOSES.get((report.get("runtime", "kiln"), o["name"]))
+        lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}"
+                     + (f". {why}." if why else ""))
     if wrong:
         lines.append("")
     # Not wrong, but where the runtime accepted an operator and then failed: exporter bugs (an
