@@ -2,6 +2,7 @@
 
     python scripts/opinfo_sweep.py [NAME ...] [--max-samples 8] [--dtypes float32,int64,bool]
                                    [--jobs 2] [--timeout 120] [--markdown docs/opinfo.md] [--json FILE]
+                                   [--runtime kiln|executorch] [--python WORKER_PYTHON] [--compare JSON]
 
 For every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`
 (or those whose name contains one of NAME), its CPU samples of each dtype (float32 by
@@ -18,9 +19,10 @@ Each sample gets one status:
     run_error    a kiln error at load or run time
     wrong        ran, but the result differs from eager (a real bug)
     crash        the worker process died or hung (timeout) on the sample
-    skipped      not compared, with the reason: eager itself is nondeterministic (two seeds
-                 give different results), its output is uninitialized memory, or the sample
-                 is larger than --max-elements
+    skipped      not compared, with the reason: eager calls a random operator (one tagged
+                 nondeterministic_seeded: no runtime draws PyTorch's random numbers), eager
+                 is nondeterministic (two seeds give different results), its output is
+                 uninitialized memory, or the sample is larger than --max-elements
 
 The rule for an operator: it is "ok" when at least one of its samples was exported by
 torch.export and every sample torch.export exported (not skipped) is ok. Otherwise its
@@ -31,6 +33,21 @@ is "not_exportable". The summary also counts operators "ok on at least one sampl
 Samples run in worker subprocesses (each imports op_db once); a worker that dies or
 exceeds --timeout on a sample is replaced and the sample recorded as a crash, so the
 sweep always finishes.
+
+--runtime executorch runs the same samples, with the same skips and the same compare(),
+through ExecuTorch instead (torch.export.export, exir.to_edge, to_executorch, the .pte run
+by executorch.runtime): unsupported when the edge verifier refuses an operator or the
+runtime has no kernel for one. ExecuTorch lives in its own venv (scripts/setup_executorch.sh);
+--python points the workers at it (its torch must be the same version, so op_db is the same).
+--compare takes the --json of the other runtime's sweep and adds the comparison to --markdown:
+
+    python scripts/opinfo_sweep.py --json kiln.json
+    python scripts/opinfo_sweep.py --runtime executorch --python /work/venvs/et/bin/python --json et.json
+    python scripts/opinfo_sweep.py --from-json kiln.json --compare et.json --markdown docs/opinfo.md \
+        --operators-md docs/operators.md
+
+--operators-md writes the summary (counts of both runtimes, a link to docs/opinfo.md) as the last
+section of docs/operators.md, after `kiln ops --markdown`'s text (tests/test_cli.py checks both).
 """
 
 from __future__ import annotations
@@ -65,6 +82,21 @@ UNCOMPARABLE = {
     "nn.functional.feature_alpha_dropout": "random",
     "nn.functional.dropout2d": "random",
     "nn.functional.dropout3d": "random",
+}
+
+# (runtime, operator) -> what was found when a wrong result or a crash was looked into.
+DIAGNOSES = {
+    ("executorch", "max_pool2d_with_indices_backward"):
+        "ExecuTorch's max_pool2d_with_indices_backward.grad_input adds the gradients onto its output "
+        "without zeroing it first: the extra values are stale contents of the memory-planned buffer "
+        "(here, elements of the input)",
+    ("executorch", "argwhere"):
+        "ExecuTorch's nonzero.out returns wrong indices, not just in another order: argwhere(eye(3)) "
+        "gives [[0, 1], [0, 2], [1, 2]]",
+    ("executorch", "sum"):
+        "sum of a 0-dim tensor over dim 0 (PyTorch allows it) fails an assert in ExecuTorch's "
+        "TensorImpl::size() (\"Dimension out of range\"), which aborts the process; most of the other "
+        "crashes are on 0-dim (float32[]) samples too",
 }
 
 SEVERITY = ["wrong", "crash", "run_error", "export_error", "unsupported"]
@@ -147,12 +179,23 @@ def sample_module(op, sample):
     return Sample(), tensors
 
 
-def _eager(module, tensors, seed: int):
+def _eager(module, tensors, seed: int, random_ops: set = None):
+    """The output leaves; the random operators eager calls (tagged nondeterministic_seeded) are
+    added to `random_ops` when given."""
+    import contextlib
+
     import torch
     from torch.utils import _pytree as pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seeded(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                random_ops.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
 
     torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), (Seeded() if random_ops is not None else contextlib.nullcontext()):
         out = module(*[t.clone() for t in tensors])
     return pytree.tree_leaves(out)
 
@@ -207,14 +250,11 @@ def compare(actual, expected, tol: float):
     return None
 
 
-def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
-    """Exports, runs and compares one sample in this process; {"status", "detail", "torch_export"}."""
+def run_sample(op, sample, directory: str, *, kernels: str = "", runtime: str = "kiln") -> dict:
+    """Exports, runs and compares one sample in this process; {"status", "detail", "torch_export"}.
+    `runtime` is "kiln" or "executorch" (RUNTIMES): everything but the export and run is shared."""
     import numpy as np
     import torch
-
-    import kiln
-    from kiln.errors import ExportError, KilnError, UnsupportedOperatorError
-    from kiln.export import export
 
     name = operator_name(op)
     if name in UNCOMPARABLE:
@@ -224,11 +264,14 @@ def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
         return {"status": "skipped", "detail": "complex tensor input"}
     if any(t.layout != torch.strided for t in tensors):
         return {"status": "skipped", "detail": "sparse tensor input"}
+    random_ops = set()
     try:
-        expected = _eager(module, tensors, 1)
+        expected = _eager(module, tensors, 1, random_ops)
         again = _eager(module, tensors, 2)
     except Exception as e:  # the sample is an error input for eager too
         return {"status": "skipped", "detail": f"eager fails: {type(e).__name__}: {str(e)[:150]}"}
+    if random_ops:  # many such OpInfos seed the RNG themselves (wrapper_set_seed): two seeds agree
+        return {"status": "skipped", "detail": f"random ({', '.join(sorted(random_ops))})"}
     if len(expected) != len(again) or not all(_same(x, y) for x, y in zip(expected, again)):
         return {"status": "skipped", "detail": "eager is nondeterministic (two seeds differ)"}
     expected = [x for x in expected if isinstance(x, torch.Tensor)]
@@ -236,6 +279,25 @@ def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
         return {"status": "skipped", "detail": "sparse or complex output"}
     if any(x.dtype in (torch.float16, torch.bfloat16) for x in expected):
         return {"status": "skipped", "detail": "float16/bfloat16 output: kiln programs compute in float32 (docs/format.md)"}
+    outputs = RUNTIMES[runtime](module, tensors, directory, kernels)
+    if isinstance(outputs, dict):  # the sample's status: it did not export or run
+        return outputs
+    if len(outputs) != len(expected):
+        return {"status": "wrong", "detail": f"{len(outputs)} outputs, want {len(expected)}"}
+    tol = TOLERANCES.get(name, (DEFAULT_TOLERANCE, ""))[0]
+    for i, (a, e) in enumerate(zip(outputs, expected)):
+        diff = compare(np.asarray(a), e.detach().resolve_conj().numpy(), tol)
+        if diff:
+            return {"status": "wrong", "detail": f"output {i}: {diff}"}
+    return {"status": "ok"}
+
+
+def _run_kiln(module, tensors, directory: str, kernels: str):
+    """kiln.export.export, kiln.load and forward: the outputs (numpy), or a status dict."""
+    import kiln
+    from kiln.errors import ExportError, KilnError, UnsupportedOperatorError
+    from kiln.export import export
+
     path = os.path.join(directory, "sample.kiln")
     try:
         export(module, tuple(tensors), path)
@@ -249,25 +311,74 @@ def run_sample(op, sample, directory: str, *, kernels: str = "") -> dict:
         return {"status": "export_error", "detail": f"internal {type(e).__name__}: {str(e)[:280]}"}
     try:
         program = kiln.load(path, kernels=kernels) if kernels else kiln.load(path)
-        outputs = program.forward(*[t.contiguous().numpy() for t in tensors])
+        return program.forward(*[t.contiguous().numpy() for t in tensors])
     except KilnError as e:
         return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
     except Exception as e:
         return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
-    if len(outputs) != len(expected):
-        return {"status": "wrong", "detail": f"{len(outputs)} outputs, want {len(expected)}"}
-    tol = TOLERANCES.get(name, (DEFAULT_TOLERANCE, ""))[0]
-    for i, (a, e) in enumerate(zip(outputs, expected)):
-        diff = compare(np.asarray(a), e.detach().resolve_conj().numpy(), tol)
-        if diff:
-            return {"status": "wrong", "detail": f"output {i}: {diff}"}
-    return {"status": "ok"}
+
+
+def _run_executorch(module, tensors, directory: str, kernels: str):
+    """ExecuTorch as its documentation shows: torch.export.export (non-strict, as kiln calls it),
+    exir.to_edge, to_executorch, and the .pte buffer run by executorch.runtime (the kernels of the
+    PyPI wheel, no delegate). The tensor outputs (numpy), or a status dict: unsupported when the
+    edge verifier refuses an operator (not Core ATen) or the runtime has no kernel for one."""
+    import re
+
+    import torch
+    from executorch.exir import to_edge
+    from executorch.runtime import Runtime
+    from torch._export.verifier import SpecViolationError
+    from torch.utils import _pytree as pytree
+
+    class Flat(torch.nn.Module):  # the outputs as a flat tuple: the .pte serializer knows no
+        def forward(self, *ts):   # named tuples (torch.return_types); compared flat anyway
+            return tuple(pytree.tree_leaves(module(*ts)))
+
+    try:
+        ep = torch.export.export(Flat().eval(), tuple(tensors), strict=False)
+    except Exception as e:
+        return {"status": "export_error", "torch_export": True,
+                "detail": f"torch.export failed: {type(e).__name__}: {str(e)[:260]}"}
+    try:
+        manager = to_edge(ep).to_executorch()
+    except SpecViolationError as e:
+        text = " ".join(str(e).split())
+        found = re.search(r"Operator (\S+) is not in Core ATen opset", text)
+        return {"status": "unsupported",
+                "detail": f"to_edge: {found.group(1)} is not Core ATen" if found else f"to_edge: {text[:260]}"}
+    except Exception as e:
+        return {"status": "export_error", "detail": f"{type(e).__name__}: {' '.join(str(e).split())[:280]}"}
+    runtime = Runtime.get()
+    used = {f"{o.name}.{o.overload}" if o.overload else o.name
+            for plan in manager.executorch_program.execution_plan for o in plan.operators}
+    missing = sorted(used - set(runtime.operator_registry.operator_names))
+    if missing:
+        return {"status": "unsupported", "detail": ", ".join(missing)}
+    try:
+        method = runtime.load_program(manager.buffer).load_method("forward")
+        outputs = method.execute([t.contiguous() for t in tensors])
+    except Exception as e:
+        return {"status": "run_error", "detail": f"{type(e).__name__}: {str(e)[:280]}"}
+    return [o.detach().clone().numpy() for o in outputs if isinstance(o, torch.Tensor)]
+
+
+RUNTIMES = {"kiln": _run_kiln, "executorch": _run_executorch}
+
+
+def runtime_versions(runtime: str) -> dict:
+    """The versions a worker reports: torch's and the runtime's."""
+    import importlib.metadata
+
+    import torch
+
+    return {"torch": torch.__version__, runtime: importlib.metadata.version(runtime)}
 
 
 # ---------------------------------------------------------------- worker side
 
 
-def worker_main() -> int:
+def worker_main(runtime: str) -> int:
     """Reads {"op", "start", ...} lines on stdin; writes "begin"/"result"/"done" lines on the
     original stdout (fd 1 is pointed at stderr, so prints from torch or kiln cannot garble it)."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -282,7 +393,7 @@ def worker_main() -> int:
         proto.write(json.dumps(message) + "\n")
         proto.flush()
 
-    send(event="ready")
+    send(event="ready", versions=runtime_versions(runtime))
     for line in sys.stdin:
         task = json.loads(line)
         op = op_db[task["op"]]
@@ -303,7 +414,7 @@ def worker_main() -> int:
                         result = {"status": "skipped", "detail": too_big}
                     else:
                         try:
-                            result = run_sample(op, sample, directory)
+                            result = run_sample(op, sample, directory, runtime=runtime)
                         except Exception as e:  # a bug of this script, recorded rather than fatal
                             result = {"status": "crash", "detail": f"sweep error {type(e).__name__}: {e}"}
                     send(event="result", sample=k, dtype=dtype_name, desc=desc, **result)
@@ -315,9 +426,10 @@ def worker_main() -> int:
 class Worker:
     """One worker subprocess and a thread that queues its protocol lines."""
 
-    def __init__(self, log):
-        env = dict(os.environ, KILN_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+    def __init__(self, log, python: str, runtime: str):
+        env = dict(os.environ, KILN_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+                   PYTHONHASHSEED="0")  # sample generators that iterate a set of strings: one order
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", "--runtime", runtime],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      text=True, env=env)
         self.lines: queue.Queue = queue.Queue()
@@ -340,10 +452,14 @@ def run_operator(state, index: int, task: dict, timeout: float) -> list:
     while True:
         worker = state.get("worker")
         if worker is None or worker.proc.poll() is not None:
-            worker = state["worker"] = Worker(state["log"])
+            worker = state["worker"] = Worker(state["log"], state["python"], state["runtime"])
             message = worker.lines.get(timeout=600)  # op_db import
             if message is None or message.get("event") != "ready":
                 raise RuntimeError("a worker failed to start (see its log)")
+            if message["versions"]["torch"] != state["torch"]:  # op_db indices would differ
+                raise RuntimeError(f"the worker's torch is {message['versions']['torch']}, "
+                                   f"this process's {state['torch']}: they must be the same")
+            state["versions"] = message["versions"]
         worker.proc.stdin.write(json.dumps(dict(task, op=index, start=start)) + "\n")
         worker.proc.stdin.flush()
         current = None
@@ -411,25 +527,112 @@ def first_problem(o: dict):
     return None
 
 
-def markdown(report: dict) -> str:
+RUNTIME_NAMES = {"kiln": "kiln", "executorch": "ExecuTorch"}
+ORDER = ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]
+
+
+def runtime_name(report: dict) -> str:
+    runtime = report.get("runtime", "kiln")
+    version = report.get("versions", {}).get(runtime)
+    return RUNTIME_NAMES[runtime] + (f" {version}" if version and runtime != "kiln" else "")
+
+
+def problem_text(o: dict, width: int = 120) -> str:
+    """The first problem of a not-ok operator, one table cell."""
+    s = first_problem(o) if o["status"] != "ok" else None
+    if not s:
+        return ""
+    detail = (s.get("detail") or "").replace("|", "\\|").replace("\n", " ")
+    detail = detail if len(detail) <= width else detail[:width - 3] + "..."
+    return f"{s['status']}{' (torch.export)' if s.get('torch_export') else ''}: {detail}"
+
+
+def ok_compared(o: dict) -> str:
+    compared = [s for s in o["samples"] if s["status"] != "skipped" and not s.get("torch_export")]
+    return f"{sum(1 for s in compared if s['status'] == 'ok')} / {len(compared)}"
+
+
+def comparison(report: dict, other: dict) -> list:
+    """Markdown lines comparing two sweeps (this runtime and the other) of the same samples."""
+    a, b = runtime_name(report), runtime_name(other)
+    sa, sb = report["summary"], other["summary"]
+    theirs = {o["name"]: o for o in other["operators"]}
+    pairs = [(o, theirs[o["name"]]) for o in report["operators"] if o["name"] in theirs]
+    key = lambda o: sorted((s["dtype"], s["desc"]) for s in o["samples"])  # some generators iterate sets
+    differ = [x["name"] for x, y in pairs if key(x) != key(y)]
+    lines = [f"## {RUNTIME_NAMES[report.get('runtime', 'kiln')]} and {RUNTIME_NAMES[other['runtime']]}", "",
+             f"The same samples run through {b} from PyPI (`{other['command']}`"
+             + "".join(f", then `{u}`" for u in other.get("updates", [])) + ", in the venv of",
+             "`scripts/setup_executorch.sh`: torch.export.export, `exir.to_edge`, `to_executorch`, the .pte",
+             "run by `executorch.runtime` with the kernels of the wheel, no delegate), with the same skips,",
+             "the same comparison with eager and the same rule per operator. For ExecuTorch, unsupported",
+             "means the edge verifier refuses an operator (not Core ATen) or the runtime has no kernel for",
+             f"one; a crash is an abort of the worker process. {other['seconds']:.0f} s for its sweep, "
+             f"{report['seconds']:.0f} s for {a}'s.",
+             ""]
+    if len(pairs) != len(report["operators"]) or len(pairs) != len(other["operators"]) or differ:
+        lines += [f"**The samples differ**: {len(report['operators'])} and {len(other['operators'])} OpInfos, "
+                  f"{len(pairs)} in both, {len(differ)} with other samples"
+                  + (f" ({', '.join(differ[:10])})." if differ else "."), ""]
+    else:
+        lines += [f"Both saw the same {sa['num_samples']} samples of the same {len(pairs)} OpInfos.", ""]
+    lines += [f"| operators | {a} | {b} |", "|---|---|---|"]
+    for k in ORDER:
+        lines.append(f"| {k} | {sa['by_status'].get(k, 0)} | {sb['by_status'].get(k, 0)} |")
+    lines += [f"| ok on at least one sample | {sa['ok_on_one_sample']} | {sb['ok_on_one_sample']} |",
+              f"| samples ok | {sa['samples'].get('ok', 0)} | {sb['samples'].get('ok', 0)} |", ""]
+    both = sum(1 for x, y in pairs if x["status"] == y["status"] == "ok")
+    only_b = [(x, y) for x, y in pairs if y["status"] == "ok" and x["status"] != "ok"]
+    only_a = [(x, y) for x, y in pairs if x["status"] == "ok" and y["status"] != "ok"]
+    lines += [f"Operators ok in both: {both}; only in {a}: {len(only_a)}; only in {b}: {len(only_b)}.", ""]
+    lines += [f"### {b} ok, {a} not ({len(only_b)})", "",
+              f"The work list for {a}'s coverage, with {a}'s first problem.", ""]
+    lines += [f"- `{x['name']}`: {problem_text(x)}" for x, _ in only_b] or ["None."]
+    missing = {}  # the operators behind "unsupported" there, by how many of those OpInfos need each
+    for x, _ in only_b:
+        needed = {m for smp in x["samples"] if smp["status"] == "unsupported"
+                  for m in (smp.get("detail") or "").split(", ") if m}
+        for m in needed:
+            missing[m] = missing.get(m, 0) + 1
+    if missing:
+        ranked = sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines += ["", f"The operators {a} has no kernel for behind them, with how many of these OpInfos "
+                      "need each: " + ", ".join(f"`{m}` {n}" for m, n in ranked) + "."]
+    lines += ["", f"### {a} ok, {b} not ({len(only_a)})", ""]
+    lines += [", ".join(f"`{x['name']}` ({y['status']})" for x, y in only_a) or "None.", ""]
+    lines += [f"### {b}'s wrong results and crashes", ""]
+    bad = [y for _, y in pairs if y["status"] in ("wrong", "crash")]
+    for y in bad:
+        s = first_problem(y)
+        why = DIAGNOSES.get((other["runtime"], y["name"]))
+        lines.append(f"- `{y['name']}` {s['status']} ({s['dtype']} sample {s['sample']}: {s['desc']}): "
+                     f"{(s.get('detail') or '').splitlines()[0] if s.get('detail') else ''}"
+                     + (f". {why}." if why else ""))
+    lines += (["None."] if not bad else []) + [""]
+    return lines
+
+
+def markdown(report: dict, other: dict = None) -> str:
     summary = report["summary"]
     st = summary["by_status"]
+    name = runtime_name(report)
     lines = [
         "# OpInfo conformance",
         "",
         "PyTorch's own operator samples (`op_db` of `torch.testing._internal.common_methods_invocations`),",
-        "each wrapped in a module (tensors as inputs, other arguments baked in), exported with kiln and",
+        f"each wrapped in a module (tensors as inputs, other arguments baked in), exported with {name} and",
         "compared with eager. Made by `scripts/opinfo_sweep.py` (its docstring has the statuses and the",
         "rule); `tests/test_opinfo.py` runs a fast subset in the default test command.",
         "",
         f"Command: `{report['command']}`  ",
+        *[f"then `{u}`  " for u in report.get("updates", [])],
         f"torch {report['torch']}, {report['date']}, {report['seconds']:.0f} s, "
         f"{summary['num_samples']} samples of {summary['operators']} OpInfos "
         f"(dtypes {', '.join(report['dtypes'])}, at most {report['max_samples']} samples each "
         f"of at most {report['max_elements']} elements).",
         "",
         "Rule: an operator is **ok** when torch.export exports at least one of its samples and every",
-        "sample torch.export exports is exported, run and matched by kiln (float: within "
+        f"sample torch.export exports is exported, run and matched by {name} (float: within "
         f"{DEFAULT_TOLERANCE:g} of the output's",
         "largest magnitude, NaN for NaN; integer and bool: exactly). Otherwise it takes the worst status",
         "of those samples (wrong > crash > run_error > export_error > unsupported); `not_exportable`:",
@@ -439,30 +642,26 @@ def markdown(report: dict) -> str:
         "| operators | count |",
         "|---|---|",
     ]
-    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+    for key in ORDER:
         lines.append(f"| {key} | {st.get(key, 0)} |")
     lines += [f"| total | {summary['operators']} |",
               f"| ok on at least one sample | {summary['ok_on_one_sample']} |", ""]
     lines += ["Samples: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["samples"].items())) + ".", ""]
-    lines += [
-        "Issue 11 measured, with the torch of its time (598 OpInfos, float32 samples): kiln ran 277",
-        "operators correctly, ExecuTorch 1.5.1's portable runtime 375 (with 3 wrong answers and 3",
-        f"aborts). Here kiln is ok on {st.get('ok', 0)} of {summary['operators']} OpInfos (torch "
-        f"{report['torch']} has more of them), with {st.get('wrong', 0)} wrong and {st.get('crash', 0)} crashing.",
-        "ExecuTorch was not rerun on these samples.",
-        "",
-    ]
+    if other:
+        lines += comparison(report, other)
     wrong = [o for o in report["operators"] if o["status"] == "wrong"]
     lines += ["## Wrong results", ""]
     if not wrong:
         lines += ["None.", ""]
     for o in wrong:
         s = first_problem(o)
-        lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}")
+        why = DIAGNOSES.get((report.get("runtime", "kiln"), o["name"]))
+        lines.append(f"- `{o['name']}` ({s['dtype']} sample {s['sample']}: {s['desc']}): {s['detail']}"
+                     + (f". {why}." if why else ""))
     if wrong:
         lines.append("")
-    # Not wrong, but where kiln accepted an operator and then failed: exporter bugs (an internal
-    # error), kernels the exporter assumed (MissingKernel at load) and run-time refusals.
+    # Not wrong, but where the runtime accepted an operator and then failed: exporter bugs (an
+    # internal error), kernels the exporter assumed (MissingKernel at load) and run-time refusals.
     broken = []
     for o in report["operators"]:
         for smp in o["samples"]:
@@ -472,25 +671,73 @@ def markdown(report: dict) -> str:
                               f"{smp['status']}: {detail.splitlines()[0] if detail else ''}")
                 break
     lines += ["## Run errors, crashes and internal export errors", "",
-              "Not wrong answers, but places where kiln took an operator and then failed (first such",
+              f"Not wrong answers, but places where {name} took an operator and then failed (first such",
               "sample of each operator):", ""]
     lines += (broken or ["None."]) + [""]
     if TOLERANCES:
         lines += ["## Wider tolerances", ""]
         lines += [f"- `{k}`: {tol:g}, {why}" for k, (tol, why) in sorted(TOLERANCES.items())] + [""]
-    lines += ["## Operators", "",
-              "| OpInfo | status | ok / compared | first problem |", "|---|---|---|---|"]
-    for o in report["operators"]:
-        compared = [s for s in o["samples"] if s["status"] != "skipped" and not s.get("torch_export")]
-        ok = sum(1 for s in compared if s["status"] == "ok")
-        s = first_problem(o) if o["status"] != "ok" else None
-        problem = ""
-        if s:
-            detail = (s.get("detail") or "").replace("|", "\\|").replace("\n", " ")
-            detail = detail if len(detail) <= 120 else detail[:117] + "..."
-            problem = f"{s['status']}{' (torch.export)' if s.get('torch_export') else ''}: {detail}"
-        lines.append(f"| `{o['name']}` | {o['status']} | {ok} / {len(compared)} | {problem} |")
+    lines += ["## Operators", ""]
+    if other:
+        theirs = {o["name"]: o for o in other["operators"]}
+        b = RUNTIME_NAMES[other["runtime"]]
+        lines += [f"| OpInfo | {name} | ok / compared | first problem | {b} | ok / compared | {b}'s first problem |",
+                  "|---|---|---|---|---|---|---|"]
+        for o in report["operators"]:
+            y = theirs.get(o["name"])
+            cells = [y["status"], ok_compared(y), problem_text(y, 80)] if y else ["", "", ""]
+            lines.append(f"| `{o['name']}` | {o['status']} | {ok_compared(o)} | {problem_text(o, 80)} | "
+                         + " | ".join(cells) + " |")
+    else:
+        lines += ["| OpInfo | status | ok / compared | first problem |", "|---|---|---|---|"]
+        for o in report["operators"]:
+            lines.append(f"| `{o['name']}` | {o['status']} | {ok_compared(o)} | {problem_text(o)} |")
     return "\n".join(lines) + "\n"
+
+
+# docs/operators.md is `kiln ops --markdown`, then from this line on the summary below
+# (tests/test_cli.py compares the part before it with the generator's output).
+OPERATORS_MD_MARKER = "<!-- the OpInfo summary below is written by scripts/opinfo_sweep.py --operators-md -->"
+
+
+def operators_md_summary(report: dict, other: dict = None) -> str:
+    """The section of docs/operators.md: the counts of the sweep (and of --compare), a link."""
+    st, s = report["summary"]["by_status"], report["summary"]
+    name = runtime_name(report)
+    lines = [OPERATORS_MD_MARKER, "", "## OpInfo sweep", "",
+             f"PyTorch's OpInfo samples ({s['num_samples']} {'/'.join(report['dtypes'])} samples of {s['operators']} OpInfos, "
+             f"torch {report['torch']}, {report['date']}), run with `scripts/opinfo_sweep.py`; per operator "
+             "and sample in [opinfo.md](opinfo.md).", ""]
+    reports = [report] + ([other] if other else [])
+    lines += ["| operators | " + " | ".join(runtime_name(r) for r in reports) + " |",
+              "|---|" + "---|" * len(reports)]
+    for key in ["ok", "wrong", "crash"]:
+        lines.append(f"| {key} | " + " | ".join(str(r["summary"]["by_status"].get(key, 0)) for r in reports) + " |")
+    lines.append("| ok on at least one sample | "
+                 + " | ".join(str(r["summary"]["ok_on_one_sample"]) for r in reports) + " |")
+    if other:
+        theirs = {o["name"]: o["status"] for o in other["operators"]}
+        only = sum(1 for o in report["operators"] if o["status"] != "ok" and theirs.get(o["name"]) == "ok")
+        lines += ["", f"{only} operators are ok in {runtime_name(other)} and not in {name}: listed in "
+                      f"[opinfo.md](opinfo.md), the work list for {name}'s coverage."]
+    return "\n".join(lines) + "\n"
+
+
+def write_operators_md(path: str, section: str):
+    """Replaces the sweep's section of docs/operators.md (from OPERATORS_MD_MARKER on), or appends it."""
+    text = Path(path).read_text()
+    head = text.split(OPERATORS_MD_MARKER)[0].rstrip("\n") + "\n\n"
+    Path(path).write_text(head + section)
+
+
+def load_report(path):
+    """An earlier --json (None without a path), with its summary."""
+    if not path:
+        return None
+    report = json.loads(Path(path).read_text())
+    report.setdefault("runtime", "kiln")  # written before --runtime
+    report["summary"] = summarize(report)
+    return report
 
 
 def main(argv=None) -> int:
@@ -505,14 +752,32 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", help="write the summary and per-operator table here")
     parser.add_argument("--json", help="write every sample's result here")
     parser.add_argument("--from-json", help="only rewrite --markdown from the results of an earlier --json")
+    parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="kiln",
+                        help="the runtime that exports and runs the samples (default kiln)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the workers' interpreter, e.g. the venv of scripts/setup_executorch.sh "
+                             "(default: this one); its torch must be this one's")
+    parser.add_argument("--compare", metavar="JSON",
+                        help="the --json of a sweep of the other runtime on the same samples: "
+                             "--markdown gets the comparison")
+    parser.add_argument("--operators-md", metavar="MD",
+                        help="write the summary (with --compare's) as the last section of this file "
+                             "(docs/operators.md), replacing the one there")
+    parser.add_argument("--update", metavar="JSON",
+                        help="put the results of this (NAME-filtered) sweep into this earlier --json of "
+                             "the same runtime, replacing those OpInfos, and write that as --json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker_main()
+        return worker_main(args.runtime)
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         report["summary"] = summarize(report)
-        Path(args.markdown or "/dev/stdout").write_text(markdown(report))
+        other = load_report(args.compare)
+        if args.operators_md:
+            write_operators_md(args.operators_md, operators_md_summary(report, other))
+        if args.markdown or not args.operators_md:
+            Path(args.markdown or "/dev/stdout").write_text(markdown(report, other))
         return 0
 
     import torch
@@ -540,8 +805,11 @@ def main(argv=None) -> int:
     lock = threading.Lock()
     logdir = tempfile.mkdtemp(prefix="kiln-opinfo-logs-")
 
+    versions = {}
+
     def lane(n: int):
-        state = {"log": open(os.path.join(logdir, f"worker{n}.log"), "w")}
+        state = {"log": open(os.path.join(logdir, f"worker{n}.log"), "w"), "python": args.python,
+                 "runtime": args.runtime, "torch": torch.__version__}
         while True:
             with lock:
                 if not pending:
@@ -557,6 +825,7 @@ def main(argv=None) -> int:
                 done = len(results)
             print(f"[{done}/{len(jobs)} {time.time() - started:.0f}s] {name}: {o['status']} "
                   f"({sum(s['status'] == 'ok' for s in samples)}/{len(samples)} ok)", file=sys.stderr)
+        versions.update(state.get("versions", {}))
         if state.get("worker"):
             state["worker"].proc.stdin.close()
             state["worker"].proc.wait()
@@ -568,14 +837,24 @@ def main(argv=None) -> int:
         t.join()
 
     report = {"command": "python scripts/opinfo_sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "runtime": args.runtime, "versions": versions,
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime()),
               "seconds": time.time() - started, "dtypes": dtypes, "max_samples": args.max_samples,
               "max_elements": args.max_elements,
               "operators": [results[i] for i, _, _ in jobs]}
+    if args.update:  # the earlier sweep, with these OpInfos rerun
+        base = json.loads(Path(args.update).read_text())
+        if base.get("runtime", "kiln") != args.runtime:
+            parser.error(f"--update {args.update} is a sweep of {base.get('runtime', 'kiln')}")
+        fresh = {o["name"]: o for o in report["operators"]}
+        base["operators"] = [fresh.get(o["name"], o) for o in base["operators"]]
+        base["updates"] = base.get("updates", []) + [f"{report['command']} ({report['date']}, "
+                                                     f"{len(fresh)} OpInfos rerun)"]
+        report = base
     report["summary"] = summarize(report)
     s = report["summary"]
     print(f"\n{'status':<16}operators")
-    for key in ["ok", "unsupported", "export_error", "run_error", "wrong", "crash", "not_exportable", "skipped"]:
+    for key in ORDER:
         print(f"{key:<16}{s['by_status'].get(key, 0)}")
     print(f"{'total':<16}{s['operators']}  (ok on at least one sample: {s['ok_on_one_sample']}; "
           f"{s['num_samples']} samples, {report['seconds']:.0f} s)")
@@ -586,7 +865,9 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if args.markdown:
-        Path(args.markdown).write_text(markdown(report))
+        Path(args.markdown).write_text(markdown(report, load_report(args.compare)))
+    if args.operators_md:
+        write_operators_md(args.operators_md, operators_md_summary(report, load_report(args.compare)))
     return 0
 
 
