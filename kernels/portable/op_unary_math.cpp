@@ -1,4 +1,5 @@
-// Elementwise math: neg, abs, exp, log, sqrt, rsqrt, cos, sin, erf, reciprocal, sign and pow(tensor, scalar).
+// Elementwise math: neg, abs, exp, log, sqrt, rsqrt, the trigonometric and hyperbolic functions, erf,
+// reciprocal, sign, rounding, isnan and pow(tensor, scalar).
 #include <cmath>
 
 #include "common/kernel_args.h"
@@ -74,6 +75,66 @@ Status sign_run(KernelContext&, Inputs in, Outputs out) {
   });
 }
 
+// Float functions of the C library, one kernel each (the exporter casts integer inputs to float).
+#define KILN_FLOAT_MATH(name, expr)                                                               \
+  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                     \
+    return math_op("aten::" #name ".default", in, out, false, [](auto v) { return decltype(v)(expr); }); \
+  }
+KILN_FLOAT_MATH(log1p, std::log1p(v))
+KILN_FLOAT_MATH(expm1, std::expm1(v))
+KILN_FLOAT_MATH(log2, std::log2(v))
+KILN_FLOAT_MATH(log10, std::log10(v))
+KILN_FLOAT_MATH(tan, std::tan(v))
+KILN_FLOAT_MATH(asin, std::asin(v))
+KILN_FLOAT_MATH(acos, std::acos(v))
+KILN_FLOAT_MATH(atan, std::atan(v))
+KILN_FLOAT_MATH(sinh, std::sinh(v))
+KILN_FLOAT_MATH(cosh, std::cosh(v))
+KILN_FLOAT_MATH(asinh, std::asinh(v))
+KILN_FLOAT_MATH(acosh, std::acosh(v))
+KILN_FLOAT_MATH(atanh, std::atanh(v))
+#undef KILN_FLOAT_MATH
+
+// Rounding keeps an integer tensor as it is (ATen returns it unchanged); round is half to even.
+#define KILN_ROUNDING(name, expr)                                                                 \
+  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                     \
+    return math_op("aten::" #name ".default", in, out, true, [](auto v) {                         \
+      if constexpr (std::is_integral_v<decltype(v)>) return v;                                    \
+      else return decltype(v)(expr);                                                              \
+    });                                                                                           \
+  }
+KILN_ROUNDING(floor, std::floor(v))
+KILN_ROUNDING(ceil, std::ceil(v))
+KILN_ROUNDING(trunc, std::trunc(v))
+KILN_ROUNDING(round, std::nearbyint(v))
+#undef KILN_ROUNDING
+
+Status isnan_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::isnan.default";
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 1, 1));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
+  Tensor& y = *out[0];
+  KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Bool));
+  KILN_RETURN_IF_ERROR(resize_output(op, &y, x->sizes()));
+  const ScalarType t = x->dtype();
+  KILN_CHECK_OR_RETURN(t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int64 ||
+                           t == ScalarType::Int32 || t == ScalarType::Bool,
+                       KernelFailure, "%s: unsupported dtype %s", op, describe(*x).c_str());
+  bool* dst = y.data_as<bool>();
+  const int64_t n = x->numel();
+  if (t == ScalarType::Float32) {
+    const float* src = x->data_as<const float>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != src[i];
+  } else if (t == ScalarType::Float64) {
+    const double* src = x->data_as<const double>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = false;  // integers and bools are never NaN
+  }
+  return Status::ok();
+}
+
 Status pow_tensor_scalar_run(KernelContext&, Inputs in, Outputs out) {
   constexpr const char* op = "aten::pow.Tensor_Scalar";
   const Tensor* x;
@@ -114,6 +175,24 @@ KILN_REGISTER_KERNEL("aten::erf.default", "f32|f64", erf_run);
 KILN_REGISTER_KERNEL("aten::reciprocal.default", "f32|f64", reciprocal_run);
 KILN_REGISTER_KERNEL("aten::sign.default", "f32|f64|i64|i32", sign_run);
 KILN_REGISTER_KERNEL("aten::pow.Tensor_Scalar", "f32|f64", pow_tensor_scalar_run);
+KILN_REGISTER_KERNEL("aten::log1p.default", "f32|f64", log1p_run);
+KILN_REGISTER_KERNEL("aten::expm1.default", "f32|f64", expm1_run);
+KILN_REGISTER_KERNEL("aten::log2.default", "f32|f64", log2_run);
+KILN_REGISTER_KERNEL("aten::log10.default", "f32|f64", log10_run);
+KILN_REGISTER_KERNEL("aten::tan.default", "f32|f64", tan_run);
+KILN_REGISTER_KERNEL("aten::asin.default", "f32|f64", asin_run);
+KILN_REGISTER_KERNEL("aten::acos.default", "f32|f64", acos_run);
+KILN_REGISTER_KERNEL("aten::atan.default", "f32|f64", atan_run);
+KILN_REGISTER_KERNEL("aten::sinh.default", "f32|f64", sinh_run);
+KILN_REGISTER_KERNEL("aten::cosh.default", "f32|f64", cosh_run);
+KILN_REGISTER_KERNEL("aten::asinh.default", "f32|f64", asinh_run);
+KILN_REGISTER_KERNEL("aten::acosh.default", "f32|f64", acosh_run);
+KILN_REGISTER_KERNEL("aten::atanh.default", "f32|f64", atanh_run);
+KILN_REGISTER_KERNEL("aten::floor.default", "f32|f64|i64|i32", floor_run);
+KILN_REGISTER_KERNEL("aten::ceil.default", "f32|f64|i64|i32", ceil_run);
+KILN_REGISTER_KERNEL("aten::trunc.default", "f32|f64|i64|i32", trunc_run);
+KILN_REGISTER_KERNEL("aten::round.default", "f32|f64|i64|i32", round_run);
+KILN_REGISTER_KERNEL("aten::isnan.default", "f32|f64|i64|i32|bool", isnan_run);
 
 }  // namespace portable
 }  // namespace kernels
