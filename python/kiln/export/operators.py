@@ -176,6 +176,8 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::squeeze.dims", dim_args=(("dim", "self"),)),
     OpSpec("aten::unsqueeze.default", dim_args=(("dim", "out"),)),
     OpSpec("aten::expand.default", normalize=_out_sizes("size")),
+    OpSpec("aten::diagonal.default", dim_args=(("dim1", "self"), ("dim2", "self"))),
+    OpSpec("aten::repeat.default"),
     OpSpec("aten::clone.default"),
     OpSpec("aten::embedding.default"),
     OpSpec("aten::_to_copy.default"),
