@@ -1,6 +1,6 @@
 // Broadcasting math beyond the four basic operators: pow.Tensor_Tensor, pow.Scalar, div.Tensor_mode
 // (rounding_mode None, "trunc", "floor"), remainder (.Tensor, .Scalar: the sign of the divisor, as Python's %)
-// and fmod (.Tensor, .Scalar: the sign of the dividend, as C's fmod), with PyTorch's floor/modulo conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
+// fmod (.Tensor, .Scalar: the sign of the dividend, as C's fmod) and atan2, with PyTorch's floor/modulo conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,16 +93,16 @@ Status no_int_zero(const char* op, const Tensor& b) {
   return Status::ok();
 }
 
-enum class Mode { True, Trunc, Floor, Mod, Fmod, Pow };
+enum class Mode { True, Trunc, Floor, Mod, Fmod, Pow, Atan2 };
 
 Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, Tensor& y) {
   KILN_RETURN_IF_ERROR(check_same_dtype(op, a, "self", b, "other"));
   KILN_RETURN_IF_ERROR(check_same_dtype(op, a, "self", y, "output"));
   const ScalarType t = a.dtype();
   const bool ints = t == ScalarType::Int64 || t == ScalarType::Int32;
-  KILN_CHECK_OR_RETURN(is_float(t) || (ints && mode != Mode::True), KernelFailure, "%s: unsupported dtype %s", op,
+  KILN_CHECK_OR_RETURN(is_float(t) || (ints && mode != Mode::True && mode != Mode::Atan2), KernelFailure, "%s: unsupported dtype %s", op,
                        describe(a).c_str());
-  if (ints && mode != Mode::Pow) KILN_RETURN_IF_ERROR(no_int_zero(op, b));
+  if (ints && mode != Mode::Pow && mode != Mode::Atan2) KILN_RETURN_IF_ERROR(no_int_zero(op, b));
   const Tensor* ins[2] = {&a, &b};
   Dims sizes;
   KILN_RETURN_IF_ERROR(broadcast_shapes(op, ins, 2, &sizes));
@@ -118,6 +118,9 @@ Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, 
       case Mode::Pow:
         if constexpr (std::is_floating_point_v<T>) binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::pow(p, q); });
         else binary_map<T>(a, b, y, sizes, [](T p, T q) { return int_pow(p, q); });
+        break;
+      case Mode::Atan2:
+        if constexpr (std::is_floating_point_v<T>) binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::atan2(p, q); });
         break;
     }
   });
@@ -220,6 +223,15 @@ Status fmod_tensor_run(KernelContext&, Inputs in, Outputs out) {
   return binary_math(op, Mode::Fmod, *a, *b, *out[0]);
 }
 
+Status atan2_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::atan2.default";
+  const Tensor *a, *b;
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 2, 1));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &a));
+  KILN_RETURN_IF_ERROR(tensor_arg(op, in, 1, "other", &b));
+  return binary_math(op, Mode::Atan2, *a, *b, *out[0]);
+}
+
 Status fmod_scalar_run(KernelContext&, Inputs in, Outputs out) {
   return tensor_scalar_math("aten::fmod.Scalar", Mode::Fmod, in, out);
 }
@@ -231,6 +243,7 @@ KILN_REGISTER_KERNEL("aten::remainder.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32"
 KILN_REGISTER_KERNEL("aten::remainder.Scalar", "f32|f64|i64|i32", remainder_scalar_run);
 KILN_REGISTER_KERNEL("aten::fmod.Tensor", "f32,f32|f64,f64|i64,i64|i32,i32", fmod_tensor_run);
 KILN_REGISTER_KERNEL("aten::fmod.Scalar", "f32|f64|i64|i32", fmod_scalar_run);
+KILN_REGISTER_KERNEL("aten::atan2.default", "f32,f32|f64,f64", atan2_run);
 
 }  // namespace portable
 }  // namespace kernels

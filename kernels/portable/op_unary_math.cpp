@@ -1,5 +1,5 @@
 // Elementwise math: neg, abs, exp, log, sqrt, rsqrt, the trigonometric and hyperbolic functions, erf,
-// reciprocal, sign, rounding, isnan and pow(tensor, scalar).
+// reciprocal, sign, rounding, isnan, isinf and pow(tensor, scalar).
 #include <cmath>
 
 #include "common/kernel_args.h"
@@ -109,8 +109,9 @@ KILN_ROUNDING(trunc, std::trunc(v))
 KILN_ROUNDING(round, std::nearbyint(v))
 #undef KILN_ROUNDING
 
-Status isnan_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::isnan.default";
+// isnan / isinf: a bool per element; integers and bools are neither.
+template <typename Pred>
+Status float_class(const char* op, Inputs in, Outputs out, Pred pred) {
   const Tensor* x;
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 1, 1));
   KILN_RETURN_IF_ERROR(tensor_arg(op, in, 0, "self", &x));
@@ -125,14 +126,21 @@ Status isnan_run(KernelContext&, Inputs in, Outputs out) {
   const int64_t n = x->numel();
   if (t == ScalarType::Float32) {
     const float* src = x->data_as<const float>();
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != src[i];
+    for (int64_t i = 0; i < n; ++i) dst[i] = pred(src[i]);
   } else if (t == ScalarType::Float64) {
     const double* src = x->data_as<const double>();
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != src[i];
+    for (int64_t i = 0; i < n; ++i) dst[i] = pred(src[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = false;  // integers and bools are never NaN
+    for (int64_t i = 0; i < n; ++i) dst[i] = false;
   }
   return Status::ok();
+}
+
+Status isnan_run(KernelContext&, Inputs in, Outputs out) {
+  return float_class("aten::isnan.default", in, out, [](auto v) { return v != v; });
+}
+Status isinf_run(KernelContext&, Inputs in, Outputs out) {
+  return float_class("aten::isinf.default", in, out, [](auto v) { return std::isinf(v); });
 }
 
 Status pow_tensor_scalar_run(KernelContext&, Inputs in, Outputs out) {
@@ -193,6 +201,7 @@ KILN_REGISTER_KERNEL("aten::ceil.default", "f32|f64|i64|i32", ceil_run);
 KILN_REGISTER_KERNEL("aten::trunc.default", "f32|f64|i64|i32", trunc_run);
 KILN_REGISTER_KERNEL("aten::round.default", "f32|f64|i64|i32", round_run);
 KILN_REGISTER_KERNEL("aten::isnan.default", "f32|f64|i64|i32|bool", isnan_run);
+KILN_REGISTER_KERNEL("aten::isinf.default", "f32|f64|i64|i32|bool", isinf_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -353,6 +353,12 @@ REWRITES = {
     aten.masked_fill.Tensor: _masked_fill_tensor,
     aten.upsample_nearest2d.vec: _upsample_vec(aten.upsample_nearest2d.default),
     aten.upsample_bilinear2d.vec: _upsample_vec(aten.upsample_bilinear2d.default, "align_corners"),
+    # max(x) / min(x) without a dim: the extremum of every element, which amax/amin over no dims are.
+    aten.max.default: lambda ctx, node: (ctx.replace(node, ctx.call(
+        aten.amax.default, (node.args[0], [], False), like=node, val=node.meta["val"])) or True),
+    aten.min.default: lambda ctx, node: (ctx.replace(node, ctx.call(
+        aten.amin.default, (node.args[0], [], False), like=node, val=node.meta["val"])) or True),
+    aten.permute_copy.default: _simple(aten.permute.default),
     aten.clamp_min.default: _clamp_one_side("min"),
     aten.clamp_max.default: _clamp_one_side("max"),
     aten.relu6.default: lambda ctx, node: (ctx.replace(node, ctx.call(
