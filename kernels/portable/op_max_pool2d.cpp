@@ -11,68 +11,20 @@ namespace kiln {
 namespace kernels {
 namespace portable {
 
-Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::max_pool2d.default";
-  Pool2dArgs args;
-  KILN_RETURN_IF_ERROR(pool2d_args(op, Pool2d::Max, /*at_prepare=*/false, in, out, &args));
-  const Window &wh = args.wh, &ww = args.ww;
-  const int64_t oh = wh.out, ow = ww.out;
+namespace {
 
+// The windowed maxima of every plane into `yp`, and their flat input positions into `ip` when it
+// is not null. Only the taps that land inside the input are visited, so the work per output is
+// bounded by the input, whatever the kernel size.
+void max_pool_planes(const Pool2dArgs& args, float* yp, int64_t* ip) {
+  const Window &wh = args.wh, &ww = args.ww;
+  const int64_t oh = wh.out, ow = ww.out, h = args.input.h, w = args.input.w;
   const float* xp = args.x->data_as<const float>();
-  float* yp = out[0]->data_as<float>();
-  const int64_t h = args.input.h, w = args.input.w;
-  // Only the taps that land inside the input are visited, so the work per
-  // output is bounded by the input, whatever the kernel size.
   const int64_t taps = sat_mul(std::min(wh.kernel, h), std::min(ww.kernel, w));
   parallel_for(args.input.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;
-      for (int64_t i = 0; i < oh; ++i) {
-        const int64_t h0 = i * wh.stride - wh.pad;
-        int64_t a0, a1;
-        window_taps(wh, h0, &a0, &a1);
-        for (int64_t j = 0; j < ow; ++j) {
-          const int64_t w0 = j * ww.stride - ww.pad;
-          int64_t b0, b1;
-          window_taps(ww, w0, &b0, &b1);
-          float best = -std::numeric_limits<float>::infinity();
-          for (int64_t a = a0; a < a1; ++a) {
-            const float* row = plane + (h0 + a * wh.dilation) * w;
-            for (int64_t b = b0; b < b1; ++b) {
-              const float v = row[w0 + b * ww.dilation];
-              if (v > best || std::isnan(v)) best = v;  // NaN wins, as in PyTorch
-            }
-          }
-          yo[i * ow + j] = best;
-        }
-      }
-    }
-  });
-  return Status::ok();
-}
-
-Status max_pool2d_with_indices_run(KernelContext&, Inputs in, Outputs out) {
-  constexpr const char* op = "aten::max_pool2d_with_indices.default";
-  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 6, 2));
-  Pool2dArgs args;
-  KILN_RETURN_IF_ERROR(pool2d_args(op, Pool2d::Max, /*at_prepare=*/false, in, Outputs(out.data(), 1), &args));
-  Tensor& ix = *out[1];
-  KILN_RETURN_IF_ERROR(check_dtype(op, ix, "indices", ScalarType::Int64));
-  const Dims sizes(out[0]->sizes());
-  KILN_RETURN_IF_ERROR(resize_output(op, &ix, sizes.span()));
-  const Window &wh = args.wh, &ww = args.ww;
-  const int64_t oh = wh.out, ow = ww.out;
-  const float* xp = args.x->data_as<const float>();
-  float* yp = out[0]->data_as<float>();
-  int64_t* ip = ix.data_as<int64_t>();
-  const int64_t h = args.input.h, w = args.input.w;
-  const int64_t taps = sat_mul(std::min(wh.kernel, h), std::min(ww.kernel, w));
-  parallel_for(args.input.planes, grain_for(sat_mul(oh * ow, taps)), [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* plane = xp + p * h * w;
-      float* yo = yp + p * oh * ow;
-      int64_t* io = ip + p * oh * ow;
       for (int64_t i = 0; i < oh; ++i) {
         const int64_t h0 = i * wh.stride - wh.pad;
         int64_t a0, a1;
@@ -94,11 +46,32 @@ Status max_pool2d_with_indices_run(KernelContext&, Inputs in, Outputs out) {
             }
           }
           yo[i * ow + j] = best;
-          io[i * ow + j] = where;
+          if (ip != nullptr) ip[p * oh * ow + i * ow + j] = where;
         }
       }
     }
   });
+}
+
+}  // namespace
+
+Status max_pool2d_run(KernelContext&, Inputs in, Outputs out) {
+  Pool2dArgs args;
+  KILN_RETURN_IF_ERROR(pool2d_args("aten::max_pool2d.default", Pool2d::Max, /*at_prepare=*/false, in, out, &args));
+  max_pool_planes(args, out[0]->data_as<float>(), nullptr);
+  return Status::ok();
+}
+
+Status max_pool2d_with_indices_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr const char* op = "aten::max_pool2d_with_indices.default";
+  KILN_RETURN_IF_ERROR(check_arity(op, in, out, 6, 2));
+  Pool2dArgs args;
+  KILN_RETURN_IF_ERROR(pool2d_args(op, Pool2d::Max, /*at_prepare=*/false, in, Outputs(out.data(), 1), &args));
+  Tensor& ix = *out[1];
+  KILN_RETURN_IF_ERROR(check_dtype(op, ix, "indices", ScalarType::Int64));
+  const Dims sizes(out[0]->sizes());
+  KILN_RETURN_IF_ERROR(resize_output(op, &ix, sizes.span()));
+  max_pool_planes(args, out[0]->data_as<float>(), ix.data_as<int64_t>());
   return Status::ok();
 }
 
