@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Creates build/bench-venv for bench/compare.py: the system Python's packages
+# Creates build/bench-venv (or $VENV) for bench/compare.py: the system Python's packages
 # (torch 2.13.0, numpy, kiln) plus ONNX Runtime, the ONNX exporter's
 # dependencies and threadpoolctl, kept out of the test environment.
+# VENV=/path/to/venv adds them to an existing --system-site-packages venv instead, e.g. one
+# that holds a development install of kiln, so that the benchmark runs that kiln.
 # Idempotent: re-running only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-VENV=build/bench-venv
+VENV=${VENV:-build/bench-venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv --system-site-packages "$VENV"
 fi
