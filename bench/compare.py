@@ -1079,7 +1079,8 @@ def parse_args():
     parser.add_argument("--only", default="", help="comma-separated rows or models: "
                         + ", ".join(ROW_NAMES) + ", minilm, smollm2, call_overhead")
     parser.add_argument("--quick", action="store_true",
-                        help=f"smoke test: 3 rounds, {', '.join(QUICK_ROWS)}, call overhead, 3 GEMM shapes")
+                        help=f"smoke test: 3 rounds, {', '.join(QUICK_ROWS)}, call overhead, 4 GEMM shapes "
+                        "(one a decode shape, also with cold weights)")
     parser.add_argument("--skip-models", action="store_true")
     parser.add_argument("--skip-gemm", action="store_true")
     parser.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
