@@ -66,9 +66,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     kiln.set_num_threads(args.threads)
-    print(f"eager PyTorch vs kiln, median of {args.repeat} calls each after a warm-up (torch's calls, then "
-          f"kiln's); {args.threads} thread(s) for both; torch {torch.__version__}, kiln {kiln.__version__}, "
-          f"ISA {kiln.detected_isa()}, KILN_KERNELS={os.environ.get('KILN_KERNELS', '(unset)')}; "
+    print(f"eager PyTorch vs kiln on the same inputs, median of {args.repeat} calls each after a warm-up "
+          f"(torch's calls, then kiln's), {args.threads} thread(s) for both")
+    print(f"torch {torch.__version__}, kiln {kiln.__version__}, ISA {kiln.detected_isa()}, "
+          f"KILN_KERNELS={os.environ.get('KILN_KERNELS', '(unset)')}; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         methods = {}
