@@ -28,15 +28,15 @@ import torch
 import torch.fx as fx
 
 from ..errors import ExportError, UnsupportedOperatorError
-from .constants import ConstantPool
+from .lowering.constants import ConstantPool
 from .exporter import _as_float32, _dynamic_shapes_for, _method_plan, _producer, _trace
-from .ir import ProgramIR
+from .lowering.ir import ProgramIR
 from .diagnostics import find_unsupported, format_unsupported, module_path
-from .lowering import lower_method
+from .lowering.method import lower_method
 from .operators import op_key
 from .passes import default_passes
 from .passes.manager import VALUE_OF, PassManager, nodes_in
-from .serialize import write_program
+from .lowering.serialize import write_program
 
 
 @dataclass(frozen=True)

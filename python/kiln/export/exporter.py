@@ -22,16 +22,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..errors import ExportError, UnsupportedOperatorError
-from .constants import ConstantPool
-from .decompositions import decomposition_table
-from .ir import ProgramIR
+from .lowering.constants import ConstantPool
+from .frontend.decompositions import decomposition_table
+from .lowering.ir import ProgramIR
 from .diagnostics import find_unsupported, format_unsupported
-from .lowering import lower_method
+from .lowering.method import lower_method
 from .passes import default_passes
 from .passes.manager import PassContext, PassManager
-from .quantized_summary import summarize_method
+from .quantize.summary import summarize_method
 from .report import ExportReport, MethodReport
-from .serialize import write_program
+from .lowering.serialize import write_program
 
 _WRAPPED = "model"  # attribute under which a non-forward method's module is wrapped
 

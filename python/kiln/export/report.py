@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .quantized_summary import QuantizedSummary
+from .quantize.summary import QuantizedSummary
 
 # How the report names what the fusion passes fused (activations by their own name).
 _FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds"),
@@ -42,7 +42,7 @@ class MethodReport:
     kernel_tiers: Dict[str, int] = field(default_factory=dict)
     portable_operators: List[str] = field(default_factory=list)
     load_error: str = ""        # why the method could not be loaded here, if it could not
-    # kiln_quantized instructions by scheme, and the bytes of their weights (quantized_summary.py)
+    # kiln_quantized instructions by scheme, and the bytes of their weights (quantize/summary.py)
     quantized: Optional[QuantizedSummary] = None
 
     def kernels_summary(self) -> str:

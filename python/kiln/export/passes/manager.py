@@ -144,7 +144,7 @@ def is_symbolic(x) -> bool:
 
 def is_size_arithmetic(node: fx.Node) -> bool:
     """sym_size, operator.mul, ... on symbolic sizes: not run as such; the
-    lowering compiles the size expressions they produce (symbolic.py)."""
+    lowering compiles the size expressions they produce (lowering/symbolic.py)."""
     return is_symbolic(node.meta.get("val"))
 
 

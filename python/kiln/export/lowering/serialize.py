@@ -164,7 +164,7 @@ def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> byte
     import flatbuffers
     import numpy as np
 
-    from . import _schema as S
+    from .. import _schema as S
 
     pt = S.ProgramT()
     pt.methods = [_method_t(m, S) for m in program.methods]

@@ -2,10 +2,10 @@
 
 Every tensor of the graph becomes a value of the method's ValueTable
 (values.py); every call becomes a KernelCall whose inputs are one value per
-schema argument (arguments.py, with the conventions of operators.py); sizes
-known only at run time become IntOps (symbolic.py). Buffers the method updates
-are State, written back by Moves at the end. Then every planned tensor gets
-its place in arena 0 by its lifetime (memory_plan.py).
+schema argument (arguments.py, with the conventions of kiln/export/operators.py);
+sizes known only at run time become IntOps (symbolic.py). Buffers the method
+updates are State, written back by Moves at the end. Then every planned tensor
+gets its place in arena 0 by its lifetime (memory_plan.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
-from ..errors import ExportError
+from ...errors import ExportError
 from . import ir
 from .arguments import ArgumentEncoder, scalar_read_hint
 from .constants import ConstantPool
-from .diagnostics import describe_node
+from ..diagnostics import describe_node
 from .memory_plan import Lifetime, plan_memory, plan_state
-from .operators import normalize_dims, op_key, spec_for, split_key
-from .passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
+from ..operators import normalize_dims, op_key, spec_for, split_key
+from ..passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
 from .symbolic import IntCompiler, SymbolicSizes
 from .values import ValueTable
 
