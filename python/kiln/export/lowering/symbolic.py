@@ -156,7 +156,7 @@ class SymbolicSizes:
                         self.inputs[sym] = InputDim(node, d, int(scale), int(offset))
         self.input_dims = dims
         self.ranges = dict(self.shape_env.var_to_range) if self.shape_env is not None else {}
-        self.declared = dict(getattr(ctx, "symbol_ranges", {}) or {})
+        self.declared = dict(ctx.symbol_ranges)
         self.ranges.update({k: v for k, v in self.declared.items() if getattr(k, "is_Symbol", False)})
         self.data: Dict[sympy.Symbol, DataDim] = {}
         self._find_data_dependent(ctx)
