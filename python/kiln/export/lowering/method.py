@@ -11,7 +11,7 @@ gets its place in arena 0 by its lifetime (memory_plan.py).
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -33,10 +33,10 @@ _IN_PLACE_UPDATES = frozenset({"aten::index_put.default", "aten::index_copy.defa
 
 
 class _MethodLowering:
-    def __init__(self, ctx: PassContext, pool: ConstantPool, input_names: Sequence[str]):
+    def __init__(self, ctx: PassContext, pool: ConstantPool):
         self.ctx = ctx
         self.m = ir.MethodIR(name=ctx.method)
-        self.input_names = list(input_names)
+        self.input_names = list(ctx.input_names)
         self.tensor_of: Dict[fx.Node, int] = {}
         self.multi_out: Dict[fx.Node, List[int]] = {}
         self.op_index: Dict[Tuple[str, str], int] = {}
@@ -293,6 +293,6 @@ class _MethodLowering:
             m.arena_sizes.append(size)
 
 
-def lower_method(ctx: PassContext, pool: ConstantPool,
-                 input_names: Optional[Sequence[str]] = None) -> ir.MethodIR:
-    return _MethodLowering(ctx, pool, input_names or []).lower()
+def lower_method(ctx: PassContext, pool: ConstantPool) -> ir.MethodIR:
+    """The IR of one method, its constants added to `pool` (shared by the program's methods)."""
+    return _MethodLowering(ctx, pool).lower()
