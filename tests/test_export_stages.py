@@ -85,6 +85,7 @@ def test_each_stage_output_can_be_inspected():
     out = fwd.values[fwd.outputs[0]]
     assert out.arena == 0 and out.arena_offset + out.nbytes <= fwd.arena_sizes[0]
     assert out.nbytes == 2 * 8 * 8 * 8 * 4
+    assert "method 'forward': 1 instructions" in str(program) and f"arenas {fwd.arena_sizes}" in str(program)
 
     data = kiln.export.serialize(program)
     from kiln.export.lowering.serialize import parse_header

@@ -8,9 +8,10 @@ find the operator where their results start to differ.
 
 How: the model is traced and decomposed as export() does (trace(), then
 TracedMethod.decompose()). Before the graph passes run, the graph is executed
-in eager PyTorch on the example inputs and every intermediate value is kept. Then the passes run (fusion included, unless
-optimize=False) and every intermediate value the program still computes is made
-an output of a temporary program, which kiln runs on the same inputs. A value
+in eager PyTorch on the example inputs and every intermediate value is kept.
+Then the passes run (fusion included, unless optimize=False) and every
+intermediate value the program still computes is made an output of a
+temporary program, which kiln runs on the same inputs. A value
 a pass replaced (a batch norm folded into its convolution, an activation fused
 into its linear) is compared under the name of the value it replaced, so fused
 kernels are checked against the eager operators they stand for.

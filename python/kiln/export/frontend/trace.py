@@ -338,8 +338,7 @@ def _trace_method(model, name: str, args, dynamic_shapes) -> TracedMethod:
             ep = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
         except Exception as e:
             raise _torch_failure(f"torch.export failed for method '{name}'", e) from e
-    placeholders = [spec.arg.name for spec in ep.graph_signature.input_specs
-                    if spec.kind.name == "USER_INPUT"]
+    placeholders = _user_input_names(ep)
     return TracedMethod(name=name, exported=ep, example_inputs=args,
                         input_names=_input_names(model, name, len(placeholders), placeholders),
                         module_prefix="" if module is model else _WRAPPED + ".")
@@ -363,6 +362,12 @@ def _from_exported_program(ep, example_inputs, methods, dynamic_shapes, quantize
         raise ExportError(f"the ExportedProgram takes {' and '.join(half)} inputs; kiln programs compute "
                           "in float32: pass the model itself (kiln converts a copy) or export it after "
                           "model.float()")
-    placeholders = [spec.arg.name for spec in ep.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
-    method = TracedMethod(name="forward", exported=ep, example_inputs=args, input_names=placeholders)
+    method = TracedMethod(name="forward", exported=ep, example_inputs=args, input_names=_user_input_names(ep))
     return TracedProgram(methods={"forward": method})
+
+
+def _user_input_names(ep) -> List[str]:
+    """torch.export's names of the program's inputs (after the method's parameters)."""
+    from torch.export.graph_signature import InputKind
+
+    return [spec.arg.name for spec in ep.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
