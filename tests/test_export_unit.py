@@ -675,6 +675,8 @@ def test_import_kiln_export_does_not_import_torch():
            if stubbed else "")
         + "import kiln.export, kiln.export.operators, kiln.export.lowering.memory_plan\n"
         "import kiln.export.lowering.serialize, kiln.export.lowering.ir, kiln.export.report\n"
+        "import kiln.export.quantize, kiln.export.quantize.summary\n"  # kiln inspect reads quantized programs
+        "from kiln.export import serialize, write_program, ProgramIR\n"
         "assert kiln.export.__file__.startswith(%r), kiln.export.__file__\n" % package_dir
         + "assert 'torch' not in sys.modules, 'torch imported'\n"
         "print(len(kiln.export.operators.SUPPORTED_OPERATORS))\n"
