@@ -27,6 +27,149 @@ from ...errors import ExportError
 from ..passes.manager import PassContext
 from .decompositions import decomposition_table
 
+
+@dataclass
+class TracedMethod:
+    """One method as torch.export traced it, before kiln's decompositions."""
+
+    name: str
+    """The method's name in the program ("forward", "encode", ...)."""
+    exported: torch.export.ExportedProgram
+    """torch.export's program for the method (the user's own, for an ExportedProgram input)."""
+    example_inputs: Tuple[torch.Tensor, ...]
+    """The inputs it was traced with (float32 where the model's were half precision)."""
+    input_names: List[str]
+    """The names of the program's inputs: the method's parameter names where they fit."""
+    module_prefix: str = ""
+    """Prefix of module paths that is kiln's wrapper, not the user's model (stripped from messages)."""
+
+    def decompose(self) -> PassContext:
+        """A fresh PassContext: kiln's decompositions (frontend/decompositions.py)
+        run on a copy of the traced graph, whose placeholders are split into
+        constants, state (buffers the method updates) and user inputs. The
+        TracedMethod is left as it was."""
+        from torch.export.graph_signature import InputKind, OutputKind
+
+        name = self.name
+        with _torch_internal_warnings_hidden():
+            try:
+                ep = self.exported.run_decompositions(decomposition_table())
+            except Exception as e:
+                raise _torch_failure(f"decomposing method '{name}' failed", e) from e
+        sig = ep.graph_signature
+        graph = ep.graph_module.graph
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(sig.input_specs):
+            raise ExportError(f"internal: graph signature of method '{name}' does not match its graph")
+        # Buffers the method writes become state; the outputs that carry their new
+        # values come first (checked below), then the user outputs.
+        mutated_buffers = [spec.target for spec in sig.output_specs
+                           if spec.kind == OutputKind.BUFFER_MUTATION]
+        constants, user_inputs, state = {}, [], {}
+        state_node = {}
+        for spec, node in zip(sig.input_specs, placeholders):
+            if spec.kind == InputKind.BUFFER and spec.target in mutated_buffers:
+                tensor = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+                if not isinstance(tensor, torch.Tensor):
+                    raise ExportError(f"internal: no data for buffer '{spec.target}'")
+                state[node] = (spec.target, tensor.detach().clone())
+                state_node[spec.target] = node
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                if spec.target in ep.state_dict:
+                    tensor = ep.state_dict[spec.target]
+                elif spec.target in ep.constants:
+                    tensor = ep.constants[spec.target]
+                else:
+                    raise ExportError(f"internal: no data for constant '{spec.target}'")
+                if not isinstance(tensor, torch.Tensor):
+                    raise ExportError(f"constant '{spec.target}' of method '{name}' is a "
+                                      f"{type(tensor).__name__}, not a tensor")
+                constants[node] = tensor.detach()
+            elif spec.kind == InputKind.USER_INPUT:
+                if not isinstance(node.meta.get("val"), torch.Tensor):
+                    raise ExportError(f"input '{node.name}' of method '{name}' is not a tensor")
+                user_inputs.append(node)
+            else:
+                raise ExportError(f"method '{name}' has an input of kind {spec.kind.name} "
+                                  f"('{node.name}'), which kiln does not support")
+        kinds = [spec.kind for spec in sig.output_specs]
+        for i, spec in enumerate(sig.output_specs):
+            if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION):
+                what = getattr(spec, "target", None) or spec.arg
+                raise ExportError(f"method '{name}' has an output of kind {spec.kind.name} ({what}); "
+                                  "kiln keeps module buffers as state but cannot update inputs or "
+                                  "parameters in place: return the new value instead")
+            if spec.kind == OutputKind.BUFFER_MUTATION and OutputKind.USER_OUTPUT in kinds[:i]:
+                raise ExportError(f"internal: buffer mutations of method '{name}' do not come first")
+        return PassContext(graph=graph, constants=constants, user_inputs=user_inputs, method=name,
+                           input_names=list(self.input_names), module_prefix=self.module_prefix, state=state,
+                           mutated=[state_node[target] for target in mutated_buffers],
+                           symbol_ranges=dict(ep.range_constraints))
+
+@dataclass
+class TracedProgram:
+    """The output of trace(): every method of the program, traced."""
+
+    methods: Dict[str, TracedMethod]
+    """{method name: TracedMethod}, in the order they are written to the file."""
+    model: Optional[torch.nn.Module] = None
+    """The module that was traced (a float32 or quantized copy when kiln made
+    one), or None for an ExportedProgram input."""
+    notes: List[str] = field(default_factory=list)
+    """What kiln changed about the model before tracing it (for the report)."""
+
+    def __str__(self) -> str:
+        lines = [f"kiln.export.TracedProgram: {len(self.methods)} method(s)"]
+        for m in self.methods.values():
+            graph = m.exported.graph
+            calls = sum(n.op == "call_function" for n in graph.nodes)
+            lines.append(f"  method '{m.name}': inputs {', '.join(m.input_names) or '(none)'}; "
+                         f"{calls} operator calls before kiln's decompositions")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+def trace(model, example_inputs=None, *, methods=None, dynamic_shapes=None, quantize=None) -> TracedProgram:
+    """Traces `model` with torch.export: the first stage of kiln.export.export.
+
+    model:          a torch.nn.Module (put in eval mode for the trace; its
+                    training flags are restored afterwards), or an
+                    ExportedProgram of the user's own torch.export.export,
+                    which becomes the method "forward" (then example_inputs,
+                    methods, dynamic_shapes and quantize must be left out: the
+                    program already fixed them).
+    example_inputs, methods, dynamic_shapes, quantize: as for export().
+
+    Returns a TracedProgram. Raises kiln.errors.ExportError when torch.export
+    fails (saying what to do about data-dependent branches) or the inputs are
+    not a flat tuple of dense CPU tensors.
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        return _from_exported_program(model, example_inputs, methods, dynamic_shapes, quantize)
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"kiln.export expects a torch.nn.Module or a torch.export.ExportedProgram, "
+                          f"got {type(model).__name__}")
+    plan = _method_plan(model, example_inputs, methods)
+    names = [n for n, _ in plan]
+    notes = []
+    if quantize is not None:
+        model, note = _quantized(model, quantize)
+        notes.append(note)
+    model, plan, note = _as_float32(model, plan)
+    if note:
+        notes.append(note)
+
+    training = {m: m.training for m in model.modules()}
+    traced: Dict[str, TracedMethod] = {}
+    try:
+        model.eval()
+        for name, args in plan:
+            traced[name] = _trace_method(model, name, args, _dynamic_shapes_for(dynamic_shapes, name, names))
+    finally:
+        for m, mode in training.items():
+            m.training = mode
+    return TracedProgram(methods=traced, model=model, notes=notes)
+
+
 _WRAPPED = "model"  # attribute under which a non-forward method's module is wrapped
 
 
@@ -185,150 +328,6 @@ def _quantized(model, quantize):
     except (TypeError, ValueError) as e:
         raise ExportError(f"quantize={quantize!r}: {e}") from e
     return model, str(model.kiln_quantization)
-
-
-@dataclass
-class TracedMethod:
-    """One method as torch.export traced it, before kiln's decompositions."""
-
-    name: str
-    """The method's name in the program ("forward", "encode", ...)."""
-    exported: torch.export.ExportedProgram
-    """torch.export's program for the method (the user's own, for an ExportedProgram input)."""
-    example_inputs: Tuple[torch.Tensor, ...]
-    """The inputs it was traced with (float32 where the model's were half precision)."""
-    input_names: List[str]
-    """The names of the program's inputs: the method's parameter names where they fit."""
-    module_prefix: str = ""
-    """Prefix of module paths that is kiln's wrapper, not the user's model (stripped from messages)."""
-
-    def decompose(self) -> PassContext:
-        """A fresh PassContext: kiln's decompositions (frontend/decompositions.py)
-        run on a copy of the traced graph, whose placeholders are split into
-        constants, state (buffers the method updates) and user inputs. The
-        TracedMethod is left as it was."""
-        from torch.export.graph_signature import InputKind, OutputKind
-
-        name = self.name
-        with _torch_internal_warnings_hidden():
-            try:
-                ep = self.exported.run_decompositions(decomposition_table())
-            except Exception as e:
-                raise _torch_failure(f"decomposing method '{name}' failed", e) from e
-        sig = ep.graph_signature
-        graph = ep.graph_module.graph
-        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(sig.input_specs):
-            raise ExportError(f"internal: graph signature of method '{name}' does not match its graph")
-        # Buffers the method writes become state; the outputs that carry their new
-        # values come first (checked below), then the user outputs.
-        mutated_buffers = [spec.target for spec in sig.output_specs
-                           if spec.kind == OutputKind.BUFFER_MUTATION]
-        constants, user_inputs, state = {}, [], {}
-        state_node = {}
-        for spec, node in zip(sig.input_specs, placeholders):
-            if spec.kind == InputKind.BUFFER and spec.target in mutated_buffers:
-                tensor = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
-                if not isinstance(tensor, torch.Tensor):
-                    raise ExportError(f"internal: no data for buffer '{spec.target}'")
-                state[node] = (spec.target, tensor.detach().clone())
-                state_node[spec.target] = node
-            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-                if spec.target in ep.state_dict:
-                    tensor = ep.state_dict[spec.target]
-                elif spec.target in ep.constants:
-                    tensor = ep.constants[spec.target]
-                else:
-                    raise ExportError(f"internal: no data for constant '{spec.target}'")
-                if not isinstance(tensor, torch.Tensor):
-                    raise ExportError(f"constant '{spec.target}' of method '{name}' is a "
-                                      f"{type(tensor).__name__}, not a tensor")
-                constants[node] = tensor.detach()
-            elif spec.kind == InputKind.USER_INPUT:
-                if not isinstance(node.meta.get("val"), torch.Tensor):
-                    raise ExportError(f"input '{node.name}' of method '{name}' is not a tensor")
-                user_inputs.append(node)
-            else:
-                raise ExportError(f"method '{name}' has an input of kind {spec.kind.name} "
-                                  f"('{node.name}'), which kiln does not support")
-        kinds = [spec.kind for spec in sig.output_specs]
-        for i, spec in enumerate(sig.output_specs):
-            if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION):
-                what = getattr(spec, "target", None) or spec.arg
-                raise ExportError(f"method '{name}' has an output of kind {spec.kind.name} ({what}); "
-                                  "kiln keeps module buffers as state but cannot update inputs or "
-                                  "parameters in place: return the new value instead")
-            if spec.kind == OutputKind.BUFFER_MUTATION and OutputKind.USER_OUTPUT in kinds[:i]:
-                raise ExportError(f"internal: buffer mutations of method '{name}' do not come first")
-        return PassContext(graph=graph, constants=constants, user_inputs=user_inputs, method=name,
-                           input_names=list(self.input_names), module_prefix=self.module_prefix, state=state,
-                           mutated=[state_node[target] for target in mutated_buffers],
-                           symbol_ranges=dict(ep.range_constraints))
-
-
-@dataclass
-class TracedProgram:
-    """The output of trace(): every method of the program, traced."""
-
-    methods: Dict[str, TracedMethod]
-    """{method name: TracedMethod}, in the order they are written to the file."""
-    model: Optional[torch.nn.Module] = None
-    """The module that was traced (a float32 or quantized copy when kiln made
-    one), or None for an ExportedProgram input."""
-    notes: List[str] = field(default_factory=list)
-    """What kiln changed about the model before tracing it (for the report)."""
-
-    def __str__(self) -> str:
-        lines = [f"kiln.export.TracedProgram: {len(self.methods)} method(s)"]
-        for m in self.methods.values():
-            graph = m.exported.graph
-            calls = sum(n.op == "call_function" for n in graph.nodes)
-            lines.append(f"  method '{m.name}': inputs {', '.join(m.input_names) or '(none)'}; "
-                         f"{calls} operator calls before kiln's decompositions")
-        lines.extend(f"  note: {n}" for n in self.notes)
-        return "\n".join(lines)
-
-
-def trace(model, example_inputs=None, *, methods=None, dynamic_shapes=None, quantize=None) -> TracedProgram:
-    """Traces `model` with torch.export: the first stage of kiln.export.export.
-
-    model:          a torch.nn.Module (put in eval mode for the trace; its
-                    training flags are restored afterwards), or an
-                    ExportedProgram of the user's own torch.export.export,
-                    which becomes the method "forward" (then example_inputs,
-                    methods, dynamic_shapes and quantize must be left out: the
-                    program already fixed them).
-    example_inputs, methods, dynamic_shapes, quantize: as for export().
-
-    Returns a TracedProgram. Raises kiln.errors.ExportError when torch.export
-    fails (saying what to do about data-dependent branches) or the inputs are
-    not a flat tuple of dense CPU tensors.
-    """
-    if isinstance(model, torch.export.ExportedProgram):
-        return _from_exported_program(model, example_inputs, methods, dynamic_shapes, quantize)
-    if not isinstance(model, torch.nn.Module):
-        raise ExportError(f"kiln.export expects a torch.nn.Module or a torch.export.ExportedProgram, "
-                          f"got {type(model).__name__}")
-    plan = _method_plan(model, example_inputs, methods)
-    names = [n for n, _ in plan]
-    notes = []
-    if quantize is not None:
-        model, note = _quantized(model, quantize)
-        notes.append(note)
-    model, plan, note = _as_float32(model, plan)
-    if note:
-        notes.append(note)
-
-    training = {m: m.training for m in model.modules()}
-    traced: Dict[str, TracedMethod] = {}
-    try:
-        model.eval()
-        for name, args in plan:
-            traced[name] = _trace_method(model, name, args, _dynamic_shapes_for(dynamic_shapes, name, names))
-    finally:
-        for m, mode in training.items():
-            m.training = mode
-    return TracedProgram(methods=traced, model=model, notes=notes)
 
 
 def _trace_method(model, name: str, args, dynamic_shapes) -> TracedMethod:
