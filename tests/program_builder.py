@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import struct
 
-from kiln.export.ir import (BOUND, FLOAT32, PLANNED, BackendCall, Delegate, Instruction, IntOp, MethodIR,
+from kiln.export.lowering.ir import (BOUND, FLOAT32, PLANNED, BackendCall, Delegate, Instruction, IntOp, MethodIR,
                             ProgramIR, ScalarValue, TensorValue)
-from kiln.export.serialize import write_program
+from kiln.export.lowering.serialize import write_program
 
 
 def _vector_method(name: str, n: int) -> MethodIR:

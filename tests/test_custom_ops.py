@@ -79,7 +79,7 @@ def _(x):
 def read_method(path: Path):
     """(forward method, generated schema module) of a .kiln file, via the object API."""
     from kiln.export import _schema as S
-    from kiln.export.serialize import parse_header
+    from kiln.export.lowering.serialize import parse_header
 
     data = Path(path).read_bytes()
     h = parse_header(data)

@@ -207,8 +207,8 @@ def test_a_data_dependent_guard_asks_for_a_hint(tmp_path, fn, expression):
 def test_a_count_beyond_the_planned_bound_is_refused(tmp_path):
     """A (hand-made) program whose nonzero output holds 2 rows, run on 4 non-zero elements: a clear
     KernelFailure, nothing written past the output."""
-    from kiln.export.ir import BOUND, FLOAT32, INT64, PLANNED, Instruction, MethodIR, ProgramIR, TensorValue
-    from kiln.export.serialize import write_program
+    from kiln.export.lowering.ir import BOUND, FLOAT32, INT64, PLANNED, Instruction, MethodIR, ProgramIR, TensorValue
+    from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")
     m.values = [TensorValue(FLOAT32, [4], BOUND),

@@ -12,7 +12,7 @@ import pytest
 
 import kiln
 from conftest import clean_env
-from kiln.export.ir import FLOAT32, STATE, ScalarValue, TensorValue
+from kiln.export.lowering.ir import FLOAT32, STATE, ScalarValue, TensorValue
 from program_builder import sized_view_program
 
 X = np.arange(6, dtype=np.float32)
@@ -114,7 +114,7 @@ def test_state_outside_its_segment_or_arena_is_refused(tmp_path, state, message)
 
 
 def test_state_missing_from_the_state_list_is_refused(tmp_path, monkeypatch):
-    from kiln.export import serialize
+    from kiln.export.lowering import serialize
 
     path = tmp_path / "p.kiln"
     original = serialize._method_t
@@ -143,8 +143,8 @@ def test_valid_hand_built_state_loads_and_is_reported(tmp_path):
 def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
     """One instruction reading a 512-item IntValueList 200,000 times (an 800 KB
     file) loads without memory proportional to uses times items."""
-    from kiln.export.ir import BOUND, PLANNED, Instruction, MethodIR, ProgramIR
-    from kiln.export.serialize import write_program
+    from kiln.export.lowering.ir import BOUND, PLANNED, Instruction, MethodIR, ProgramIR
+    from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")
     m.values = [TensorValue(FLOAT32, [4], BOUND), TensorValue(FLOAT32, [4], PLANNED),
@@ -179,8 +179,8 @@ def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
 
 
 def test_a_move_may_not_change_a_state_tensors_shape(tmp_path):
-    from kiln.export.ir import BOUND, PLANNED, MethodIR, Move, ProgramIR
-    from kiln.export.serialize import write_program
+    from kiln.export.lowering.ir import BOUND, PLANNED, MethodIR, Move, ProgramIR
+    from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")
     m.values = [TensorValue(FLOAT32, [4], BOUND), TensorValue(FLOAT32, [2, 2], STATE, segment=0, arena=1)]

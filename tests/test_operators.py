@@ -439,9 +439,9 @@ ARANGE_CASES = [
 
 @pytest.mark.parametrize("overload, args, dtype", ARANGE_CASES)
 def test_arange_overloads_match_eager(tmp_path, overload, args, dtype):
-    from kiln.export.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
-    from kiln.export.dtypes import kiln_dtype
-    from kiln.export.serialize import write_program
+    from kiln.export.lowering.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.lowering.dtypes import kiln_dtype
+    from kiln.export.lowering.serialize import write_program
 
     want = torch.arange(*args, dtype=dtype)
     m = MethodIR(name="forward")

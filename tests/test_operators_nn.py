@@ -50,8 +50,8 @@ def test_scatter_index_out_of_range_is_an_execution_error(out_dir, fn):
 ])
 def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, padding, output_padding, groups, message):
     """Arguments torch would never export, in a program built by hand: clear errors, no crash."""
-    from kiln.export.ir import BOUND, FLOAT32, PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
-    from kiln.export.serialize import write_program
+    from kiln.export.lowering.ir import BOUND, FLOAT32, PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")
     m.values = [TensorValue(FLOAT32, [1, 4, 3, 3], BOUND), TensorValue(FLOAT32, [4, 2, 3, 3], BOUND),

@@ -16,8 +16,8 @@ import struct
 import pytest
 
 import kiln
-from kiln.export.ir import Instruction, ProgramIR
-from kiln.export.serialize import write_program
+from kiln.export.lowering.ir import Instruction, ProgramIR
+from kiln.export.lowering.serialize import write_program
 from program_builder import _vector_method
 
 

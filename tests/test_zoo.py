@@ -34,7 +34,7 @@ def _fail_if_missing(loader, *args, **kwargs):
 def instruction_kinds(path) -> dict:
     """{instruction kind name: count} of every method of a .kiln file."""
     from kiln.export import _schema as S
-    from kiln.export.serialize import parse_header
+    from kiln.export.lowering.serialize import parse_header
 
     data = path.read_bytes()
     header = parse_header(data)

@@ -62,7 +62,7 @@ def _inspect(args) -> int:
 def _quantized_summaries(path):
     """{method: QuantizedSummary} of the file's kiln_quantized instructions (scheme, group size,
     bytes), or None when the flatbuffers package that reads them is missing."""
-    from .export.quantized_summary import summarize_file
+    from .export.quantize.summary import summarize_file
 
     try:
         return summarize_file(path)

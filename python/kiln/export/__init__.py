@@ -5,31 +5,73 @@
     print(report)
     print(kiln.export.compare(model, (x,)))   # where kiln and eager start to differ, if they do
 
+export() is four stages chained; each is public, so that one can stop between
+them and look at what the exporter made:
+
+    traced = kiln.export.trace(model, (x,))          # TracedProgram: torch.export's programs
+    passed = kiln.export.run_passes(traced)          # PassedProgram: graphs after the passes, what was fused
+    program = kiln.export.lower(passed)              # ProgramIR: instructions, values, memory plan
+    data = kiln.export.serialize(program)            # the file's bytes (kiln.load(data) runs them)
+    kiln.export.write_program(program, "model.kiln") # or the same bytes written atomically
+
+trace() also takes an ExportedProgram of the user's own torch.export.export,
+and so does export().
+
 Importing this package is cheap: torch (and flatbuffers) are imported only when
-`export` is called.
+`export` is called, or when a name that needs torch (trace, run_passes, lower,
+PassContext, TracedProgram, PassedProgram) is first used.
 """
 
+from .lowering.ir import ProgramIR
+from .lowering.serialize import serialize, write_program
 from .report import ExportReport, MethodReport
 
-__all__ = ["export", "compare", "ExportReport", "MethodReport", "PassContext"]
+__all__ = ["export", "compare", "trace", "run_passes", "lower", "serialize", "write_program",
+           "TracedProgram", "TracedMethod", "PassedProgram", "PassContext", "ProgramIR",
+           "ExportReport", "MethodReport"]
+
+# Names whose modules import torch: {name: (module, attribute)}, imported when first asked for.
+_NEEDS_TORCH = {
+    "trace": (".frontend.trace", "trace"),
+    "TracedProgram": (".frontend.trace", "TracedProgram"),
+    "TracedMethod": (".frontend.trace", "TracedMethod"),
+    "run_passes": (".passes.pipeline", "run_passes"),
+    "PassedProgram": (".passes.pipeline", "PassedProgram"),
+    "PassContext": (".passes.manager", "PassContext"),
+    "lower": (".lowering.lower", "lower"),
+}
 
 
 def __getattr__(name):
-    # PassContext (what a user pass receives) imports torch: only when asked for.
-    if name == "PassContext":
-        from .passes.manager import PassContext
+    if name in _NEEDS_TORCH:
+        import importlib
 
-        return PassContext
+        module, attribute = _NEEDS_TORCH[name]
+        return getattr(importlib.import_module(module, __name__), attribute)
     raise AttributeError(f"module 'kiln.export' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
            optimize=True, quantize=None, metadata=None, passes=()) -> ExportReport:
     """Exports `model` to the .kiln file `path` and returns an ExportReport.
 
+    The stages chained: trace, run_passes, lower, then write_program (or
+    serialize, without a path); each stage's docstring says more.
+
     model:          a torch.nn.Module (put in eval mode for the export; its
-                    training flags are restored afterwards).
+                    training flags are restored afterwards), or an
+                    ExportedProgram of the user's own torch.export.export
+                    (exported as the method "forward"; example_inputs must
+                    then be None, and methods, dynamic_shapes and quantize
+                    left out).
     example_inputs: a flat tuple of tensors for `model.forward`.
+    path:           where the file is written, or None: nothing is written and
+                    the report's `data` holds the file's bytes (kiln.load(data)
+                    runs them).
     methods:        optional {method_name: example_inputs} to export several
                     methods of `model` into one file (e.g. {"forward": (x,),
                     "encode": (y,)}). When given, `example_inputs` may be None;
@@ -62,7 +104,9 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
                     casts, constant folding and dead-code elimination.
 
     Raises kiln.errors.ExportError (UnsupportedOperatorError lists every
-    operator kiln cannot run). Nothing is written unless the export succeeds.
+    operator kiln cannot run). Nothing is written unless the export succeeds:
+    the file appears whole under `path` (written under a temporary name and
+    renamed), and a failed export leaves whatever was at `path` untouched.
     """
     from .exporter import export_program
 

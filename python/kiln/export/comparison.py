@@ -6,11 +6,12 @@ find the operator where their results start to differ.
     print(result)                  # the first value that differs, its operator and module
     result.culprit                 # the first differing value whose inputs all agree
 
-How: the model is traced and decomposed as export() does. Before the graph
-passes run, the graph is executed in eager PyTorch on the example inputs and
-every intermediate value is kept. Then the passes run (fusion included, unless
-optimize=False) and every intermediate value the program still computes is made
-an output of a temporary program, which kiln runs on the same inputs. A value
+How: the model is traced and decomposed as export() does (trace(), then
+TracedMethod.decompose()). Before the graph passes run, the graph is executed
+in eager PyTorch on the example inputs and every intermediate value is kept.
+Then the passes run (fusion included, unless optimize=False) and every
+intermediate value the program still computes is made an output of a
+temporary program, which kiln runs on the same inputs. A value
 a pass replaced (a batch norm folded into its convolution, an activation fused
 into its linear) is compared under the name of the value it replaced, so fused
 kernels are checked against the eager operators they stand for.
@@ -19,7 +20,6 @@ kernels are checked against the eager operators they stand for.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -27,16 +27,15 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from ..errors import ExportError, UnsupportedOperatorError
-from .constants import ConstantPool
-from .exporter import _as_float32, _dynamic_shapes_for, _method_plan, _producer, _trace
-from .ir import ProgramIR
-from .diagnostics import find_unsupported, format_unsupported, module_path
-from .lowering import lower_method
+from ..errors import ExportError
+from .diagnostics import module_path
+from .frontend.trace import trace
+from .lowering.lower import lower
+from .lowering.serialize import serialize
 from .operators import op_key
 from .passes import default_passes
 from .passes.manager import VALUE_OF, PassManager, nodes_in
-from .serialize import write_program
+from .passes.pipeline import PassedProgram
 
 
 @dataclass(frozen=True)
@@ -182,28 +181,19 @@ def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=No
 
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"kiln.export.compare expects a torch.nn.Module, got {type(model).__name__}")
-    plan = _method_plan(model, None, {method: example_inputs})
-    model, plan, _ = _as_float32(model, plan)
-    _, args = plan[0]
-    training = {m: m.training for m in model.modules()}
-    try:
-        model.eval()
-        ctx = _trace(model, method, args, _dynamic_shapes_for(dynamic_shapes, method, [method]))
-        # The operator and module of every eager node, kept before the passes
-        # remove some (a fused activation, a folded batch norm).
-        eager_info = {}
-        for node in ctx.graph.nodes:
-            node.meta[VALUE_OF] = node.name
-            where, cls = module_path(node, ctx.module_prefix)
-            eager_info[node.name] = (_op_name(node), f"{where} ({cls})" if where else "")
-        eager = _eager_values(ctx, args)
-        PassManager(default_passes(optimize, passes or ())).run(ctx)
-    finally:
-        for m, mode in training.items():
-            m.training = mode
-    unsupported = [(ctx.method, key, node, ctx.module_prefix) for key, node in find_unsupported(ctx)]
-    if unsupported:
-        raise UnsupportedOperatorError(format_unsupported(unsupported))
+    traced = trace(model, None, methods={method: example_inputs}, dynamic_shapes=dynamic_shapes)
+    model, args = traced.model, traced.methods[method].example_inputs  # float32, as exported
+    ctx = traced.methods[method].decompose()
+    # The operator and module of every eager node, kept before the passes
+    # remove some (a fused activation, a folded batch norm).
+    eager_info = {}
+    for node in ctx.graph.nodes:
+        node.meta[VALUE_OF] = node.name
+        where, cls = module_path(node, ctx.module_prefix)
+        eager_info[node.name] = (_op_name(node), f"{where} ({cls})" if where else "")
+    eager = _eager_values(ctx, args)
+    # run_passes' pipeline, on the graph whose eager values were just recorded.
+    PassManager(default_passes(optimize, passes or ())).run(ctx)
 
     # Every intermediate tensor kiln computes, with an eager value to meet, becomes an output.
     output_node = next(n for n in ctx.graph.nodes if n.op == "output")
@@ -219,14 +209,12 @@ def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=No
     num_outputs = len(results) - len(ctx.mutated)
     output_node.args = (tuple(results + compared),)
 
-    pool = ConstantPool()
-    ir = lower_method(ctx, pool, ctx.input_names)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "compare.kiln")
-        write_program(ProgramIR(methods=[ir], segments=pool.segments, producer=_producer()), path)
-        program = kiln.load(path, kernels=kernels, isa=isa)
-        kiln_method = program.method(method)
-        got = kiln_method(*[a.detach().contiguous().numpy() for a in args])
+    # lower() refuses unsupported operators, as export does.
+    program = lower(PassedProgram(methods={method: ctx}, optimize=optimize))
+    ir = program.methods[0]
+    loaded = kiln.load(serialize(program), kernels=kernels, isa=isa)
+    kiln_method = loaded.method(method)
+    got = kiln_method(*[a.detach().contiguous().numpy() for a in args])
 
     comparison = Comparison(method=method, tolerance=tolerance,
                             kernels=f"kernels {kernels or os.environ.get('KILN_KERNELS') or 'optimized'}, "

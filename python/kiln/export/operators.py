@@ -62,7 +62,7 @@ class OpSpec:
     # Tensor arguments whose float16 constants stay float16 in the file (quantization scales);
     # other float16 constants are stored as float32.
     half_args: Tuple[str, ...] = ()
-    # The decomposition table leaves it whole (decompositions.py): it has a kernel of its
+    # The decomposition table leaves it whole (frontend/decompositions.py): it has a kernel of its
     # own. The other operators are core ATen and survive decomposition anyway.
     keep_whole: bool = False
 
@@ -300,7 +300,7 @@ OPERATORS: Tuple[OpSpec, ...] = (
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     OpSpec("kiln::fused_linear.default"),
     OpSpec("kiln::fused_conv2d.default"),
-    # weight-only quantized (libkiln_quantized.so.0; schemas in quantized_ops.py, docs/quantization.md)
+    # weight-only quantized (libkiln_quantized.so.0; schemas in quantize/ops.py, docs/quantization.md)
     OpSpec("kiln_quantized::linear.default", half_args=("scales", "mins")),
     OpSpec("kiln_quantized::embedding.default", half_args=("scales", "mins")),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .quantized_summary import QuantizedSummary
+from .quantize.summary import QuantizedSummary
 
 # How the report names what the fusion passes fused (activations by their own name).
 _FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds"),
@@ -22,6 +22,22 @@ def _bytes(n: int) -> str:
 def _count(what: str, n: int) -> str:
     one, many = _FUSED_NAMES.get(what, (what, what))
     return f"{n} {one if n == 1 else many}"
+
+
+def fused_summary(fused: Dict[Tuple[str, str], int]) -> str:
+    """{(what, into): count} as "12 batch norms folded into conv2d; 3 residual adds and 10 relu into conv2d"."""
+    parts = []
+    for into in sorted({into for _, into in fused}):
+        folded = fused.get(("batch_norm", into), 0)
+        if folded:
+            parts.append(f"{_count('batch_norm', folded)} folded into {into}")
+        epilogues = [_count(what, n) for (what, i), n in sorted(
+            fused.items(), key=lambda item: (item[0][0] != "residual_add", item[0][0]))
+            if i == into and what != "batch_norm"]
+        if epilogues:
+            listed = ", ".join(epilogues[:-1]) + " and " + epilogues[-1] if len(epilogues) > 1 else epilogues[0]
+            parts.append(f"{listed} into {into}")
+    return "; ".join(parts) or "nothing"
 
 
 @dataclass
@@ -42,7 +58,7 @@ class MethodReport:
     kernel_tiers: Dict[str, int] = field(default_factory=dict)
     portable_operators: List[str] = field(default_factory=list)
     load_error: str = ""        # why the method could not be loaded here, if it could not
-    # kiln_quantized instructions by scheme, and the bytes of their weights (quantized_summary.py)
+    # kiln_quantized instructions by scheme, and the bytes of their weights (quantize/summary.py)
     quantized: Optional[QuantizedSummary] = None
 
     def kernels_summary(self) -> str:
@@ -56,23 +72,12 @@ class MethodReport:
 
     def fused_summary(self) -> str:
         """"12 batch norms folded into conv2d; 3 residual adds and 10 relu into conv2d; ..."."""
-        parts = []
-        for into in sorted({into for _, into in self.fused}):
-            folded = self.fused.get(("batch_norm", into), 0)
-            if folded:
-                parts.append(f"{_count('batch_norm', folded)} folded into {into}")
-            epilogues = [_count(what, n) for (what, i), n in sorted(
-                self.fused.items(), key=lambda item: (item[0][0] != "residual_add", item[0][0]))
-                if i == into and what != "batch_norm"]
-            if epilogues:
-                listed = ", ".join(epilogues[:-1]) + " and " + epilogues[-1] if len(epilogues) > 1 else epilogues[0]
-                parts.append(f"{listed} into {into}")
-        return "; ".join(parts) or "nothing"
+        return fused_summary(self.fused)
 
 
 @dataclass
 class ExportReport:
-    path: str
+    path: Optional[str]         # None when export(..., path=None) returned the bytes in `data`
     file_size: int
     export_seconds: float
     methods: Dict[str, MethodReport] = field(default_factory=dict)
@@ -83,9 +88,10 @@ class ExportReport:
     optimize: bool = True       # fusion passes ran (export(..., optimize=False) turns them off)
     isa: str = ""               # instruction-set level the methods were loaded with here
     packed_bytes: int = 0       # prepacked weights of the loaded methods (a runtime cost, on top of the file)
+    data: Optional[bytes] = field(default=None, repr=False)  # the file's bytes, when no path was given
 
     def __str__(self) -> str:
-        lines = [f"kiln export: {self.path}",
+        lines = [f"kiln export: {self.path if self.path is not None else 'in memory (report.data)'}",
                  f"  file size {self.file_size} bytes ({_bytes(self.file_size)}), "
                  f"{self.num_segments} constant segments ({_bytes(self.constant_bytes)}), "
                  f"exported in {self.export_seconds:.2f} s"]

@@ -2,7 +2,8 @@
 
 One module per pass, named verb_object, each with a docstring saying why it
 exists and a `run(ctx: PassContext)` function. `default_passes()` is the
-pipeline the exporter uses; PassManager names the pass that failed.
+pipeline the exporter uses, `run_passes()` (pipeline.py) the stage that runs
+it on every method; PassManager (manager.py) names the pass that failed.
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ def _upsample_vec(new_target, *extra):
         args = (a["input"], shape[2:], *[a[e] for e in extra], sh, sw)
         with warnings.catch_warnings():
             # A size computed from a scale factor is a bare torch.SymInt when the input's size is
-            # dynamic; the lowering turns it into run-time IntOps (symbolic.py), as for view sizes.
+            # dynamic; the lowering turns it into run-time IntOps (lowering/symbolic.py), as for view sizes.
             warnings.filterwarnings("ignore", message="Raw SymInt value")
             new = ctx.call(new_target, args, like=node, val=node.meta["val"])
         ctx.replace(node, new)

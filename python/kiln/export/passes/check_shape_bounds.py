@@ -16,7 +16,7 @@ import torch
 
 from ...errors import ExportError
 from .manager import PassContext
-from ..symbolic import SymbolicSizes
+from ..lowering.symbolic import SymbolicSizes
 
 
 def run(ctx: PassContext) -> None:

@@ -28,32 +28,43 @@ _PROVENANCE_KEYS = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_n
 class PassContext:
     """The FX graph of one method plus what the passes need to know about it.
 
-    Constant tensors (parameters, buffers, lifted constants, folded results)
-    are placeholder nodes listed in `constants`; buffers the method mutates
-    are placeholder nodes listed in `state` (name, initial value); user inputs
-    are the other placeholders, in `user_inputs` order.
-
     The output node's arguments are the new values of the mutated buffers
     (`mutated[i]` names the state placeholder of output i) followed by the
     user outputs.
 
     Shapes may be symbolic (dynamic shapes): a dimension is an int or a
     torch.SymInt. Compare shapes with same_shape(), never with ==.
+
+    What one pass leaves for a later pass or for the lowering is a field here,
+    never an attribute set on the graph or its module.
     """
 
     graph: fx.Graph
+    """The method's graph of core ATen (and kiln) operators, rewritten in place by each pass."""
     constants: Dict[fx.Node, torch.Tensor]
+    """Placeholders that hold constants (parameters, buffers, lifted and folded constants) and their data."""
     user_inputs: List[fx.Node]
+    """The placeholders that are the method's inputs, in the program's input order."""
     method: str = "forward"
-    module_prefix: str = ""          # stripped from nn_module_stack paths
+    """The method's name (for messages)."""
+    input_names: List[str] = field(default_factory=list)
+    """The names the program gives its inputs (the method's parameter names), one per user input."""
+    module_prefix: str = ""
+    """Stripped from nn_module_stack paths: kiln's wrapper of a non-forward method, not the user's model."""
     stats: Dict[str, int] = field(default_factory=dict)
-    # {(what, into): count} of the fusion passes, e.g. ("batch_norm", "conv2d"): for the report.
+    """Counts of what the passes rewrote, by kind (count()): for debugging a pipeline."""
     fused: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    """{(what, into): count} of the fusion passes, e.g. ("batch_norm", "conv2d"): what the report says was fused."""
     state: Dict[fx.Node, Tuple[str, torch.Tensor]] = field(default_factory=dict)
+    """Placeholders of the buffers the method updates: (buffer name, initial value)."""
     mutated: List[fx.Node] = field(default_factory=list)
-    input_symbol_bounds: Dict[object, object] = field(default_factory=dict)  # see check_shape_bounds
-    symbol_ranges: Dict[object, object] = field(default_factory=dict)  # torch.export's range_constraints
-    _constant_counter: int = 0
+    """The state placeholder whose new value is each of the first len(mutated) outputs."""
+    input_symbol_bounds: Dict[object, object] = field(default_factory=dict)
+    """{symbol: bounds} of the inputs' dynamic sizes as check_shape_bounds found them; the
+    lowering checks that no later pass narrowed them."""
+    symbol_ranges: Dict[object, object] = field(default_factory=dict)
+    """torch.export's range_constraints: {symbol: declared range} of every dynamic size."""
+    _constant_counter: int = field(default=0, repr=False)
 
     # -- queries -----------------------------------------------------------
     def is_constant(self, node) -> bool:
@@ -144,7 +155,7 @@ def is_symbolic(x) -> bool:
 
 def is_size_arithmetic(node: fx.Node) -> bool:
     """sym_size, operator.mul, ... on symbolic sizes: not run as such; the
-    lowering compiles the size expressions they produce (symbolic.py)."""
+    lowering compiles the size expressions they produce (lowering/symbolic.py)."""
     return is_symbolic(node.meta.get("val"))
 
 

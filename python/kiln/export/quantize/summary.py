@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 _OPS = {"kiln_quantized::linear.default": "linear", "kiln_quantized::embedding.default": "embedding"}
-# Argument positions (quantized_ops.py schemas): qweight, scales, mins, scheme, group_size.
+# Argument positions (the schemas of ops.py): qweight, scales, mins, scheme, group_size.
 _ARGS = {"linear": (1, 2, 3, 5, 6), "embedding": (0, 1, 2, 4, 5)}
 _ELEMENT_SIZE = {0: 4, 1: 8, 2: 8, 3: 4, 4: 1, 5: 2, 6: 2, 7: 1, 8: 1}  # by ScalarType code
 
@@ -90,8 +90,8 @@ def summarize(calls: Iterable[Tuple[str, Sequence[int]]], tensor, string, intege
 
 
 def summarize_method(method) -> QuantizedSummary:
-    """From a kiln.export.ir.MethodIR."""
-    from .ir import Instruction, TensorValue
+    """From a kiln.export.lowering.ir.MethodIR."""
+    from ..lowering.ir import Instruction, TensorValue
 
     keys = method.operator_keys()
     calls = [(keys[i.op], i.inputs) for i in method.instructions if isinstance(i, Instruction)]
@@ -106,10 +106,10 @@ def summarize_method(method) -> QuantizedSummary:
 def summarize_file(path) -> Optional[Dict[str, QuantizedSummary]]:
     """{method name: summary} of a .kiln file, or None without the flatbuffers package."""
     try:
-        from . import _schema as fb
+        from .. import _schema as fb
     except ImportError:
         return None
-    from .serialize import parse_header
+    from ..lowering.serialize import parse_header
 
     import mmap
 

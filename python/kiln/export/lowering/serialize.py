@@ -15,6 +15,7 @@ torch-free.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import tempfile
@@ -164,7 +165,7 @@ def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> byte
     import flatbuffers
     import numpy as np
 
-    from . import _schema as S
+    from .. import _schema as S
 
     pt = S.ProgramT()
     pt.methods = [_method_t(m, S) for m in program.methods]
@@ -185,9 +186,9 @@ def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> byte
     return bytes(builder.Output())
 
 
-def write_program(program: ProgramIR, path: str) -> int:
-    """Writes `program` to `path` atomically (temp file + rename); returns the
-    file size. On failure no file (and no temp file) is left behind."""
+def _write(program: ProgramIR, f) -> int:
+    """Writes the file's bytes to the binary stream `f`, segment by segment
+    (never the whole file in memory at once); returns the file size."""
     sizes = [memoryview(s).nbytes for s in program.segments]
     offsets, segments_size = segment_layout(sizes)
     fb = build_flatbuffer(program, offsets)
@@ -196,23 +197,46 @@ def write_program(program: ProgramIR, path: str) -> int:
     file_size = segments_offset + segments_size
     header = Header(FORMAT_VERSION, HEADER_SIZE, fb_offset, len(fb), segments_offset,
                     segments_size, file_size)
+    f.write(header.pack())
+    f.write(fb)
+    pos = fb_offset + len(fb)
+    for off, data in zip(offsets, program.segments):
+        start = segments_offset + off
+        f.write(b"\0" * (start - pos))
+        view = memoryview(data).cast("B")
+        f.write(view)
+        pos = start + view.nbytes
+    f.write(b"\0" * (segments_offset - pos) if pos < segments_offset else b"")
+    return file_size
 
+
+def serialize(program: ProgramIR) -> bytes:
+    """The bytes of the .kiln file of `program` (a ProgramIR, from lower() or
+    built by hand): the last stage of kiln.export.export when it is given no
+    path. kiln.load(data) runs them; write_program writes the same bytes to a file."""
+    out = io.BytesIO()
+    size = _write(program, out)
+    data = out.getvalue()
+    assert len(data) == size, (len(data), size)
+    return data
+
+
+def write_program(program: ProgramIR, path) -> int:
+    """Writes the .kiln file of `program` to `path` and returns its size: the
+    last stage of kiln.export.export. The bytes are those of serialize(program).
+
+    Atomic: the file is written under a temporary name in the same directory and
+    renamed over `path` at the end, so a reader never sees a partial file and a
+    failure (of this function or of anything before it) leaves no file, no
+    temporary file, and whatever was at `path` before untouched."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".kiln-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(header.pack())
-            f.write(fb)
-            pos = fb_offset + len(fb)
-            for off, data in zip(offsets, program.segments):
-                start = segments_offset + off
-                f.write(b"\0" * (start - pos))
-                view = memoryview(data).cast("B")
-                f.write(view)
-                pos = start + view.nbytes
-            f.write(b"\0" * (segments_offset - pos) if pos < segments_offset else b"")
+            file_size = _write(program, f)
             assert f.tell() == file_size, (f.tell(), file_size)
+        # mkstemp makes the file 0600; a program file gets the permissions open() would give it.
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

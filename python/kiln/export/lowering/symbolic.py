@@ -32,7 +32,7 @@ import sympy
 import torch
 import torch.fx as fx
 
-from ..errors import ExportError
+from ...errors import ExportError
 
 
 def symbolic_expr(x):
@@ -97,7 +97,7 @@ def _data_dependent_outputs(node: fx.Node):
     """[(output index, bound of any data-dependent dim of it, whether torch's range
     may narrow that bound)] of a supported producer of data-dependent sizes; []
     for any other node."""
-    from .operators import op_key
+    from ..operators import op_key
 
     if node.op != "call_function" or not hasattr(node.target, "_schema"):
         return []
@@ -156,7 +156,7 @@ class SymbolicSizes:
                         self.inputs[sym] = InputDim(node, d, int(scale), int(offset))
         self.input_dims = dims
         self.ranges = dict(self.shape_env.var_to_range) if self.shape_env is not None else {}
-        self.declared = dict(getattr(ctx, "symbol_ranges", {}) or {})
+        self.declared = dict(ctx.symbol_ranges)
         self.ranges.update({k: v for k, v in self.declared.items() if getattr(k, "is_Symbol", False)})
         self.data: Dict[sympy.Symbol, DataDim] = {}
         self._find_data_dependent(ctx)
@@ -165,7 +165,7 @@ class SymbolicSizes:
         """Unbacked symbols that size an output of a supported producer, and their bounds."""
         from torch.utils._sympy.value_ranges import ValueRanges
 
-        from .operators import op_key
+        from ..operators import op_key
 
         self.defined_by: Dict[sympy.Symbol, str] = {}  # every unbacked symbol: the operator that makes it
         for node in ctx.graph.nodes:

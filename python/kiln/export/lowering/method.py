@@ -2,28 +2,28 @@
 
 Every tensor of the graph becomes a value of the method's ValueTable
 (values.py); every call becomes a KernelCall whose inputs are one value per
-schema argument (arguments.py, with the conventions of operators.py); sizes
-known only at run time become IntOps (symbolic.py). Buffers the method updates
-are State, written back by Moves at the end. Then every planned tensor gets
-its place in arena 0 by its lifetime (memory_plan.py).
+schema argument (arguments.py, with the conventions of kiln/export/operators.py);
+sizes known only at run time become IntOps (symbolic.py). Buffers the method
+updates are State, written back by Moves at the end. Then every planned tensor
+gets its place in arena 0 by its lifetime (memory_plan.py).
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
 
-from ..errors import ExportError
+from ...errors import ExportError
 from . import ir
 from .arguments import ArgumentEncoder, scalar_read_hint
 from .constants import ConstantPool
-from .diagnostics import describe_node
+from ..diagnostics import describe_node
 from .memory_plan import Lifetime, plan_memory, plan_state
-from .operators import normalize_dims, op_key, spec_for, split_key
-from .passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
+from ..operators import normalize_dims, op_key, spec_for, split_key
+from ..passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
 from .symbolic import IntCompiler, SymbolicSizes
 from .values import ValueTable
 
@@ -33,10 +33,10 @@ _IN_PLACE_UPDATES = frozenset({"aten::index_put.default", "aten::index_copy.defa
 
 
 class _MethodLowering:
-    def __init__(self, ctx: PassContext, pool: ConstantPool, input_names: Sequence[str]):
+    def __init__(self, ctx: PassContext, pool: ConstantPool):
         self.ctx = ctx
         self.m = ir.MethodIR(name=ctx.method)
-        self.input_names = list(input_names)
+        self.input_names = list(ctx.input_names)
         self.tensor_of: Dict[fx.Node, int] = {}
         self.multi_out: Dict[fx.Node, List[int]] = {}
         self.op_index: Dict[Tuple[str, str], int] = {}
@@ -293,6 +293,6 @@ class _MethodLowering:
             m.arena_sizes.append(size)
 
 
-def lower_method(ctx: PassContext, pool: ConstantPool,
-                 input_names: Optional[Sequence[str]] = None) -> ir.MethodIR:
-    return _MethodLowering(ctx, pool, input_names or []).lower()
+def lower_method(ctx: PassContext, pool: ConstantPool) -> ir.MethodIR:
+    """The IR of one method, its constants added to `pool` (shared by the program's methods)."""
+    return _MethodLowering(ctx, pool).lower()

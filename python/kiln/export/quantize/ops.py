@@ -1,4 +1,4 @@
-"""The kiln_quantized operators for torch (schemas in quantize.py's docstring).
+"""The kiln_quantized operators for torch (schemas in modules.py's docstring).
 
 Declared with torch.library so that a quantized model is an ordinary module
 that eager PyTorch runs (the CPU implementations below are the reference

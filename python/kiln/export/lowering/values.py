@@ -13,7 +13,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from ..errors import ExportError
+from ...errors import ExportError
 from . import ir
 from .constants import ConstantPool
 from .dtypes import WIDENED_CONSTANTS, kiln_dtype

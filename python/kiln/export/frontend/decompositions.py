@@ -59,7 +59,7 @@ def decomposition_table():
     if _TABLE is None:
         import torch
 
-        from .operators import KEEP_UNDECOMPOSED
+        from ..operators import KEEP_UNDECOMPOSED
 
         table = torch.export.default_decompositions()
         for key in KEEP_UNDECOMPOSED:

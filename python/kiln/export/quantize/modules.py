@@ -87,11 +87,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import quantized_ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
-from .quantized_ops import SCHEMES, check_layout, decode
-
-__all__ = ["quantize", "quantize_weight", "from_gguf_blocks", "QuantizedWeight", "QuantizedLinear",
-           "QuantizedEmbedding", "QuantizationSummary", "SCHEMES", "GGUF_TYPES"]
+from . import ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
+from .ops import SCHEMES, check_layout, decode
 
 # ggml type id -> (GGUF name, scheme, bytes per block of 32)
 GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20), 8: ("Q8_0", "q8_0", 34)}
@@ -347,7 +344,7 @@ class QuantizationSummary:
 
 
 def _size(n: int) -> str:
-    from .quantized_summary import _mib
+    from .summary import _mib
 
     return _mib(n)
 

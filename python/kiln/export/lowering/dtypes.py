@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import ExportError
+from ...errors import ExportError
 from . import ir
 
 DTYPES = {

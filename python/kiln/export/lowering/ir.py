@@ -149,3 +149,14 @@ class ProgramIR:
     producer: str = ""
     # Named metadata (docs/format.md, Metadata): key -> bytes, written in this order.
     metadata: Dict[str, bytes] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        # The dataclass repr lists every value and segment: this is the overview.
+        sizes = [memoryview(s).nbytes for s in self.segments]
+        lines = [f"kiln.export.ProgramIR: {len(self.methods)} method(s), {len(sizes)} constant segments "
+                 f"({sum(sizes)} bytes), {len(self.metadata)} metadata entries"]
+        for m in self.methods:
+            lines.append(f"  method '{m.name}': {len(m.instructions)} instructions, {len(m.values)} values, "
+                         f"arenas {m.arena_sizes} bytes (naive {m.naive_bytes}); "
+                         f"operators: {', '.join(m.operator_keys()) or '(none)'}")
+        return "\n".join(lines)
