@@ -131,3 +131,47 @@ def test_log_softmax_of_large_logits(tmp_path, load_options, offset, dim):
     # + log(sum)) erred by 1.5e-4 at 1e4 and by up to 2.3 at 1e8).
     tol = 2e-6 + 2e-6 * np.abs(want)
     assert np.all(np.abs(got - want) <= tol), (max_error(got, want), max_error(eager, want))
+
+
+# --------------------------------------------------------------------------- conv2d, every algorithm
+
+# (name, input shape, Conv2d arguments): each picks one path of the optimized conv2d
+# (docs/kernels.md, "Convolution"); tests/cpp/kernels/conv_test.cpp covers every level's choice.
+CONVS = [
+    ("winograd", (1, 32, 28, 30), dict(in_channels=32, out_channels=24, kernel_size=3, padding=1)),
+    ("winograd_channels", (1, 64, 7, 7), dict(in_channels=64, out_channels=64, kernel_size=3, padding=1)),
+    ("direct", (1, 3, 32, 32), dict(in_channels=3, out_channels=16, kernel_size=3, stride=2, padding=1)),
+    ("im2col", (1, 8, 20, 20), dict(in_channels=8, out_channels=16, kernel_size=5, padding=2)),
+    ("pointwise", (1, 16, 20, 20), dict(in_channels=16, out_channels=24, kernel_size=1)),
+    ("transposed", (2, 96, 7, 7), dict(in_channels=96, out_channels=40, kernel_size=1)),
+    ("depthwise", (1, 16, 14, 14), dict(in_channels=16, out_channels=16, kernel_size=3, padding=1, groups=16)),
+    ("depthwise_channels", (1, 24, 7, 7), dict(in_channels=24, out_channels=24, kernel_size=5, padding=2,
+                                               groups=24)),
+]
+
+
+@CHOICES
+@pytest.mark.parametrize("name, shape, conv", CONVS, ids=[c[0] for c in CONVS])
+def test_conv2d_nonfinite_inputs_match_the_reference(tmp_path, load_options, name, shape, conv):
+    torch.manual_seed(4)
+    model = torch.nn.Conv2d(**conv).eval()
+    x = torch.randn(*shape)
+    flat = x.view(-1)
+    n = flat.numel()
+    # Far apart, so that each output sees at most one of them: +-inf there, NaN around the NaN,
+    # finite next to 3e38 (|w| < 1), as the float64 convolution has it.
+    flat[n // 7] = float("nan")
+    flat[(3 * n) // 7] = float("inf")
+    flat[(5 * n) // 7] = float("-inf")
+    flat[(6 * n) // 7 + 3] = 3e38
+    path = export_fn(tmp_path, name, model, torch.randn(*shape))
+    with torch.no_grad():
+        want = model.double()(x.double()).float().numpy()
+        eager = model.float()(x).numpy()
+    got = run(path, load_options, x)
+    assert np.isinf(want).any() and np.isnan(want).any()
+    for label, y in (("eager", eager), ("kiln", got)):
+        for special in (np.isnan, np.isposinf, np.isneginf):
+            mismatch = special(y) != special(want)
+            assert not mismatch.any(), f"{label}: {special.__name__} differs at {np.argwhere(mismatch)[:5].tolist()}"
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
