@@ -175,3 +175,34 @@ def test_conv2d_nonfinite_inputs_match_the_reference(tmp_path, load_options, nam
             mismatch = special(y) != special(want)
             assert not mismatch.any(), f"{label}: {special.__name__} differs at {np.argwhere(mismatch)[:5].tolist()}"
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- quantized decode steps
+
+
+@CHOICES
+@pytest.mark.parametrize("scheme", ["int8", "int4", "int4_sym"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_quantized_linear_infinities_and_large_inputs(tmp_path, load_options, scheme, rows):
+    from kiln.export import export
+    from kiln.export.quantize import quantize
+
+    torch.manual_seed(5)
+    k, n = 256, 96
+    qmodel = quantize(torch.nn.Sequential(torch.nn.Linear(k, n)).eval(), scheme)
+    path = tmp_path / f"q_{scheme}.kiln"
+    export(qmodel, (torch.randn(rows, k),), path)
+    w = qmodel[0].quantized_weight.dequantize().double()  # exact in float32 (docs/quantization.md)
+    bias = qmodel[0].bias.detach().double()
+    for special in (float("inf"), float("-inf"), 3e36):
+        x = torch.randn(rows, k)
+        x[rows - 1, 37] = special
+        with torch.no_grad():
+            eager = qmodel(x).numpy()
+        want = (x.double() @ w.T + bias).float().numpy()
+        got = run(path, load_options, x)
+        for label, y in (("eager", eager), ("kiln", got)):
+            for kind in (np.isnan, np.isposinf, np.isneginf):
+                assert np.array_equal(kind(y), kind(want)), (label, special, kind.__name__)
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-4, err_msg=f"x = {special}")
