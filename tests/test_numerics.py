@@ -206,3 +206,57 @@ def test_quantized_linear_infinities_and_large_inputs(tmp_path, load_options, sc
                 assert np.array_equal(kind(y), kind(want)), (label, special, kind.__name__)
         finite = np.isfinite(want)
         np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-4, err_msg=f"x = {special}")
+
+
+# --------------------------------------------------------------------------- the LLM sampler
+
+
+def draws(sampler, logits, count):
+    return [sampler.sample(list(map(float, logits))) for _ in range(count)]
+
+
+def test_sampler_takes_a_positive_infinite_logit():
+    """Its probability is 1 (the float64 softmax's limit); it used to be NaN, and the draw fell
+    through to the least likely kept token."""
+    logits = np.random.default_rng(6).standard_normal(50).astype(np.float32)
+    logits[7] = np.inf
+    for temperature in (1.0, 0.3, 2.0):
+        for min_p, top_p in ((0.0, 1.0), (0.05, 0.95)):
+            sampler = kiln.llm.Sampler(temperature=temperature, top_k=0, top_p=top_p, min_p=min_p, seed=1)
+            assert set(draws(sampler, logits, 50)) == {7}, (temperature, min_p, top_p)
+    logits[30] = np.inf  # two of them: either, nothing else
+    sampler = kiln.llm.Sampler(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=2)
+    assert set(draws(sampler, logits, 200)) == {7, 30}
+
+
+@pytest.mark.parametrize("temperature", [1e-39, 1e-45, 2e-38, 1e-30])
+def test_sampler_with_a_tiny_temperature_is_greedy(temperature):
+    """logit / temperature overflows (to +-inf) below about 2e-38 for logits of size 1: ordering by
+    logit and weighing exp((l - top) / t) in float64 gives the float64 softmax, one-hot on the max."""
+    logits = np.random.default_rng(7).standard_normal(300).astype(np.float32) * 3
+    want = torch.softmax(torch.tensor(logits, dtype=torch.float64) / temperature, -1).numpy()
+    best = int(np.argmax(logits))
+    assert want[best] == 1.0
+    for min_p in (0.0, 0.05):
+        sampler = kiln.llm.Sampler(temperature=temperature, top_k=0, top_p=1.0, min_p=min_p, seed=3)
+        assert set(draws(sampler, logits, 30)) == {best}, min_p
+
+
+def test_sampler_never_draws_minus_infinity_and_follows_the_softmax():
+    logits = np.array([1.0, -np.inf, 0.5, -np.inf, -1.0, 2.0, -np.inf], np.float32)
+    temperature = 0.7
+    p = torch.softmax(torch.tensor(logits, dtype=torch.float64) / temperature, -1).numpy()
+    sampler = kiln.llm.Sampler(temperature=temperature, top_k=0, top_p=1.0, min_p=0.0, seed=4)
+    counts = np.bincount(draws(sampler, logits, 4000), minlength=len(logits)) / 4000
+    assert counts[np.isneginf(logits)].sum() == 0
+    assert np.abs(counts - p).max() < 0.03, (counts, p)
+    # Every logit -inf: no token is likelier than another; any of them, never outside the row.
+    sampler = kiln.llm.Sampler(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=5)
+    assert set(draws(sampler, [-np.inf] * 5, 50)) <= set(range(5))
+
+
+def test_sampler_options_are_checked():
+    with pytest.raises(kiln.InvalidArgument, match="temperature must be a finite number >= 0"):
+        kiln.llm.Sampler(temperature=float("inf"))
+    with pytest.raises(kiln.InvalidArgument, match="no logits"):
+        kiln.llm.Sampler().sample([])
