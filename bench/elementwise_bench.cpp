@@ -80,6 +80,12 @@ const Case kCases[] = {
        c.args.tensor(f32({1, 128, 384})).ints({384}).tensor(f32({384})).tensor(f32({384})).d(1e-12).b(true);
        c.out(128 * 384);
      }},
+    {"minilm log_softmax [12,128,128]", "aten::_log_softmax.default",
+     [](Call& c) { c.args.tensor(f32({1, 12, 128, 128})).i(-1).b(false), c.out(12 * 128 * 128); }},
+    {"vocab log_softmax [4,49152]", "aten::_log_softmax.default",
+     [](Call& c) { c.args.tensor(f32({4, 49152})).i(-1).b(false), c.out(4 * 49152); }},
+    {"layer_norm [37,576] no affine", "aten::layer_norm.default",
+     [](Call& c) { c.args.tensor(f32({1, 37, 576})).ints({576}).none().none().d(1e-5).b(true), c.out(37 * 576); }},
     // SmolLM2 prefill (37 tokens) and decode (1 token); KV capacity 128, 9 heads of 64.
     {"smollm2 silu [37,1536]", "aten::silu.default", [](Call& c) { c.args.tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
     {"smollm2 mul [37,1536]", "aten::mul.Tensor",

@@ -10,6 +10,7 @@
 // embedding: rows decoded straight from the file layout.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -94,6 +95,20 @@ uint64_t hash_scales(const QuantMatrix& w) {
   return h;
 }
 
+// Whether every |x[i]| of [0, count) is at most `limit` (NaN is not): the magnitude bits compared
+// as integers, a loop the compiler vectorizes. Costs one read of the rows of x per decode step.
+bool within(const float* x, int64_t count, float limit) {
+  uint32_t bits;
+  std::memcpy(&bits, &limit, sizeof bits);
+  const int32_t bound = static_cast<int32_t>(bits & 0x7fffffffu);
+  int32_t over = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(&bits, x + i, sizeof bits);
+    over |= static_cast<int32_t>(bits & 0x7fffffffu) > bound;
+  }
+  return over == 0;
+}
+
 struct LinearState {
   const QKernels* q = nullptr;
   const F32GemmKernels* gemm = nullptr;
@@ -165,8 +180,12 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
 
   if (a.m <= s.q->max_rows) {
     const int rows = static_cast<int>(a.m);
+    // gemv sums x * q per group before scaling by d: |q| <= 128, so below this bound no such sum
+    // overflows. Infinities, NaN and larger values take the decoded products (QKernels::gemv_decoded).
+    const float limit = std::numeric_limits<float>::max() / (128.0f * static_cast<float>(w.group));
+    const bool split = within(x, a.m * w.k, limit);
     float* xsum = nullptr;
-    if (w.scheme == QScheme::Q4_1) {
+    if (split && w.scheme == QScheme::Q4_1) {
       xsum = static_cast<float*>(ctx.scratch);
       for (int r = 0; r < rows; ++r) {
         for (int64_t g = 0; g < w.groups; ++g) {
@@ -179,7 +198,8 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
     const bool threads = w.n * w.k * rows >= kMinParallelWeights && num_threads() > 1;
     const int64_t grain = threads ? (w.panels + num_threads() - 1) / num_threads() : w.panels;
     parallel_for(w.panels, std::max<int64_t>(grain, 1), [&](int64_t p0, int64_t p1) {
-      s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
+      if (split) s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
+      else s.q->gemv_decoded(w, p0, p1, x, w.k, rows, bias, y, w.n);
     });
     return Status::ok();
   }

@@ -60,6 +60,12 @@ struct QKernels {
   // over group g.
   void (*gemv)(const QPanels& w, int64_t p0, int64_t p1, const float* x, int64_t ldx, int rows, const float* xsum,
                const float* bias, float* y, int64_t ldy) = nullptr;
+  // The same sums with every weight decoded before it is multiplied (x * (d q + m), the reference's
+  // products), for rows of x that gemv's per-group split would get wrong: an infinity or NaN (q4_1
+  // gives inf * 0 or inf - inf where the reference has an infinity), or values large enough for
+  // sum(x q) over a group to overflow (the bound in optimized.cpp).
+  void (*gemv_decoded)(const QPanels& w, int64_t p0, int64_t p1, const float* x, int64_t ldx, int rows,
+                       const float* bias, float* y, int64_t ldy) = nullptr;
   // Rows [k0, k0 + kc) of panel p decoded into dst[kc][nr]: the f32 GEMM's B panel, bit-exact
   // weights (quant.h).
   void (*unpack)(const QPanels& w, int64_t p, int64_t k0, int64_t kc, float* dst) = nullptr;

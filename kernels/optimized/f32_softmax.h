@@ -9,7 +9,7 @@ namespace kiln::kernels::optimized {
 
 // Like the portable kernel: shifted by the maximum (0 when every value is -inf), the sum of the
 // exponentials accumulated in float64 (from float vector partial sums of at most 256 terms each),
-// then y = e / sum or y = x - (max + log(sum)). NaN anywhere in a row makes the whole row NaN.
+// then y = e / sum or y = (x - max) - log(sum). NaN anywhere in a row makes the whole row NaN.
 struct F32SoftmaxKernels {
   // y = softmax(x) over n contiguous floats (n >= 1).
   void (*row)(const float* x, float* y, int64_t n, bool log);

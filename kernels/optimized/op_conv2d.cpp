@@ -8,6 +8,8 @@
 // the GEMM's epilogue. Depthwise convolutions run a direct kernel
 // (conv_depthwise.cpp) with the same epilogue.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
 
 #include "optimized/conv2d.h"
@@ -174,6 +176,30 @@ Status conv_transposed(const ConvGeom& g, Isa isa, const float* packed_wt, const
   return Status::ok();
 }
 
+// Whether every |x| of the input is below 2^64 (NaN and infinities are not). Winograd's
+// transforms add and subtract neighbouring inputs before the products: one infinity becomes
+// inf - inf = NaN where the reference sums a single infinite product, and a finite value near
+// FLT_MAX overflows in U * V where the reference's w * x does not. Below 2^64 the transforms'
+// sums (4 inputs, then cin products of up to 9/4 max|w|, then 9 of those) stay finite unless
+// cin * max|w| exceeds 2^60. Other inputs take the GEMM path, which forms the reference's
+// products. The magnitude bits are compared as integers (a loop the compiler vectorizes), one read
+// of the input per call, in parallel.
+bool winograd_input_ok(const ConvGeom& g) {
+  constexpr int32_t kBound = (127 + 64) << 23;  // the bits of 2^64
+  const int64_t n = g.images * g.c * g.h * g.w;
+  std::atomic<bool> ok{true};
+  parallel_for(n, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+    int32_t over = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, g.x + i, sizeof bits);
+      over |= static_cast<int32_t>(bits & 0x7fffffffu) >= kBound;
+    }
+    if (over != 0) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load(std::memory_order_relaxed);
+}
+
 enum class ConvPath : uint8_t { Gemm, Depthwise, DepthwiseChannels, Direct, Winograd, WinogradChannels, Transposed };
 
 struct ConvState {
@@ -257,7 +283,10 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   }
   s->packed_from = weight->data();
   ctx.scratch_bytes = s->call_scratch;
-  if (s->path == ConvPath::Gemm) s->scratch = gemm_worker_scratch_bytes(kr, g.oh * g.ow, false);
+  if (s->path == ConvPath::Gemm || s->path == ConvPath::Winograd || s->path == ConvPath::WinogradChannels) {
+    // Winograd falls back to the GEMM for inputs it would get wrong (winograd_input_ok).
+    s->scratch = std::max(s->scratch, gemm_worker_scratch_bytes(kr, g.oh * g.ow, false));
+  }
   ctx.worker_scratch_bytes = s->scratch;
   *state = s.release();
   return Status::ok();
@@ -275,8 +304,11 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
     case ConvPath::Depthwise: return depthwise_conv(g, s.isa, ctx, s.scratch);
     case ConvPath::DepthwiseChannels: return depthwise_channels_conv(g, s.isa, s.packed, ctx, s.scratch);
     case ConvPath::Direct: return direct_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
-    case ConvPath::Winograd: return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::Winograd:
+      if (!winograd_input_ok(g)) break;
+      return winograd_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::WinogradChannels:
+      if (!winograd_input_ok(g)) break;
       return winograd_channels_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Transposed:
       return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);

@@ -27,10 +27,11 @@ Status layer_norm_run(KernelContext&, Inputs in, Outputs out) {
       const double mean = sum / static_cast<double>(n);
       double sq = 0;
       for (int64_t i = 0; i < n; ++i) sq += (row[i] - mean) * (row[i] - mean);
-      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + a.eps));
-      const float fm = static_cast<float>(mean);
+      const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(n) + a.eps);
       for (int64_t i = 0; i < n; ++i) {
-        float v = (row[i] - fm) * rstd;
+        // x - mean in double: a mean rounded to float would be off by up to half an ulp of the
+        // mean, which is the whole spread of a row like 1e5 + N(0, 1).
+        float v = static_cast<float>((row[i] - mean) * rstd);
         if (wp != nullptr) v *= wp[i];
         if (bp != nullptr) v += bp[i];
         o[i] = v;

@@ -29,8 +29,10 @@ void softmax_typed(const Tensor& x, Tensor& y, int64_t outer, int64_t len, int64
           sum += e;
         }
         if (log) {
-          const T shift = mx + static_cast<T>(std::log(sum));
-          for (int64_t i = 0; i < len; ++i) o[i] = in[i] - shift;
+          // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) would round away
+          // log(sum) once max is large (a logit of 1e8 has an ulp of 8).
+          const T log_sum = static_cast<T>(std::log(sum));
+          for (int64_t i = 0; i < len; ++i) o[i] = (in[i] - mx) - log_sum;
         } else {
           const T inv = static_cast<T>(1.0 / sum);
           for (int64_t i = 0; i < len; ++i) o[i] *= inv;
@@ -65,14 +67,11 @@ void softmax_typed(const Tensor& x, Tensor& y, int64_t outer, int64_t len, int64
           if (!log) out[i * inner + j] = e;
           sum[j] += e;
         }
-      for (int64_t j = 0; j < n; ++j) {
-        if (log) mx[j] += static_cast<T>(std::log(sum[j]));
-        else sum[j] = 1.0 / sum[j];
-      }
+      for (int64_t j = 0; j < n; ++j) sum[j] = log ? std::log(sum[j]) : 1.0 / sum[j];
       for (int64_t i = 0; i < len; ++i)
         for (int64_t j = 0; j < n; ++j) {
           T& r = out[i * inner + j];
-          r = log ? in[i * inner + j] - mx[j] : r * static_cast<T>(sum[j]);
+          r = log ? (in[i * inner + j] - mx[j]) - static_cast<T>(sum[j]) : r * static_cast<T>(sum[j]);
         }
     }
   });

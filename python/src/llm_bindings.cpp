@@ -174,6 +174,29 @@ void bind_llm(nb::module_& parent) {
         return take(t.apply(to_messages(messages), add_generation_prompt));
       }, nb::arg("messages"), nb::arg("add_generation_prompt") = true);
 
+  // The runner's sampler on its own, for a caller's own decoding loop (and for testing it on logits
+  // no model would produce).
+  nb::class_<llm::Sampler>(m, "Sampler")
+      .def("__init__", [](llm::Sampler* self, float temperature, int32_t top_k, float top_p, float min_p,
+                          float repetition_penalty, int64_t seed) {
+        llm::SamplingOptions o;
+        o.temperature = temperature;
+        o.top_k = top_k;
+        o.top_p = top_p;
+        o.min_p = min_p;
+        o.repetition_penalty = repetition_penalty;
+        o.seed = seed;
+        kiln::Status st = llm::check_sampling_options(o);
+        if (!st.is_ok()) raise(st);
+        new (self) llm::Sampler(o);
+      }, nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f, nb::arg("min_p") = 0.05f,
+         nb::arg("repetition_penalty") = 1.0f, nb::arg("seed") = -1)
+      .def("sample", [](llm::Sampler& s, std::vector<float> logits, const std::vector<int32_t>& history) {
+        if (logits.empty()) raise(kiln::Status(kiln::Error::InvalidArgument, "Sampler.sample: no logits"));
+        return s.sample(kiln::Span<float>(logits.data(), logits.size()),
+                        kiln::Span<const int32_t>(history.data(), history.size()));
+      }, nb::arg("logits"), nb::arg("history") = std::vector<int32_t>{});
+
   m.def("read_gguf", &read_gguf);
   m.def("ggml_type_name", &llm::ggml_type_name);
 

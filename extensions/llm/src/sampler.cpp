@@ -44,11 +44,12 @@ int32_t Sampler::sample(Span<float> logits, Span<const int32_t> history) {
     }
     return best;
   }
-  // Candidates sorted by logit (top-k first, so the sort is partial).
+  // Candidates sorted by logit (top-k first, so the sort is partial). For any temperature > 0 this
+  // is the order of logit / temperature, and it stays defined where that quotient overflows.
   candidates_.clear();
   for (int32_t i = 0; i < n; ++i) {
-    float l = logits[static_cast<size_t>(i)];
-    if (!std::isnan(l)) candidates_.emplace_back(l / options_.temperature, i);
+    const float l = logits[static_cast<size_t>(i)];
+    if (!std::isnan(l)) candidates_.emplace_back(l, i);
   }
   if (candidates_.empty()) return 0;
   size_t keep = candidates_.size();
@@ -59,14 +60,23 @@ int32_t Sampler::sample(Span<float> logits, Span<const int32_t> history) {
   std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep), candidates_.end(),
                     by_logit);
   candidates_.resize(keep);
-  // Softmax over the kept candidates (probabilities in .first from here on).
-  const float top = candidates_[0].first;
+  // Softmax over the kept candidates (probabilities in .first from here on): the weight of logit l
+  // is exp((l - top) / temperature), computed in float64, where neither the difference of two floats
+  // nor its quotient by a temperature as small as the smallest float overflows. Logits equal to the
+  // top one weigh 1 (two +inf logits too, where inf - inf would be NaN); a finite logit below a
+  // +inf one, or any logit once the temperature makes the gap overwhelming, weighs 0.
+  const double top = candidates_[0].first, temperature = options_.temperature;
   double total = 0;
   for (auto& c : candidates_) {
-    c.first = std::exp(c.first - top);
+    const double l = c.first;
+    c.first = l == top ? 1.0f : static_cast<float>(std::exp((l - top) / temperature));
     total += c.first;
   }
   for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
+  // Sorted by logit, the probabilities do not increase: tokens that cannot be drawn leave from the
+  // back (the top one has at least 1 / keep), so that the draw's last resort, when rounding leaves
+  // something in r, is a token that may be drawn.
+  while (candidates_.back().first == 0.0f) candidates_.pop_back();
   // min-p: relative to the most likely token.
   if (options_.min_p > 0) {
     const float floor = options_.min_p * candidates_[0].first;

@@ -27,8 +27,10 @@ Tokenizer = _native.Tokenizer
 StreamDecoder = _native.StreamDecoder
 ChatTemplate = _native.ChatTemplate
 read_gguf = _native.read_gguf
+Sampler = _native.Sampler
 
-__all__ = ["Runner", "GenerationStats", "Tokenizer", "StreamDecoder", "ChatTemplate", "read_gguf", "export_gguf"]
+__all__ = ["Runner", "GenerationStats", "Tokenizer", "StreamDecoder", "ChatTemplate", "Sampler", "read_gguf",
+           "export_gguf"]
 
 
 @dataclass(frozen=True)

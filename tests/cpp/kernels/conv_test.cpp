@@ -1,4 +1,5 @@
 // Optimized conv2d and fused_conv2d against the portable kernels.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,31 @@ KILN_TEST(conv2d_matches_reference) {
     geometry_args(args, c);
     const int64_t k = c.input[c.input.size() - 3] / c.groups * c.kh * c.kw;
     const std::string what = describe_conv(c);
+    const int ran = expect_tiers_match(what, "aten::conv2d.default", args, {output_numel(c)}, gemm_tolerance(k));
+    KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+  }
+}
+
+// Every path of kConvs (each runs at every level) with NaN, +inf, -inf and a finite value near
+// FLT_MAX in its input. The reference sums single products w * x, so an output reads +-inf where
+// one infinity reaches it, NaN where a NaN or infinities of both signs do, and stays finite next
+// to 3e38 (|w| < 1). Paths that transform the input first (Winograd: inf - inf, 3e38 * 9/4
+// overflowing) must give the same.
+KILN_TEST(conv2d_nonfinite_inputs_match_reference) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (const Conv& c : kConvs) {
+    ConvTensors t(c);
+    const int64_t n = t.x.numel();
+    t.x.f()[n / 3] = std::numeric_limits<float>::quiet_NaN();
+    t.x.f()[n / 2] = kInf;
+    t.x.f()[(2 * n) / 3 + 1 < n ? (2 * n) / 3 + 1 : n - 1] = -kInf;
+    t.x.f()[n / 5 + 2 < n ? n / 5 + 2 : 0] = 3e38f;
+    Args args;
+    args.tensor(t.x).tensor(t.w);
+    if (c.bias) args.tensor(t.b); else args.none();
+    geometry_args(args, c);
+    const int64_t k = c.input[c.input.size() - 3] / c.groups * c.kh * c.kw;
+    const std::string what = describe_conv(c) + " with NaN, inf, -inf, 3e38";
     const int ran = expect_tiers_match(what, "aten::conv2d.default", args, {output_numel(c)}, gemm_tolerance(k));
     KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
   }

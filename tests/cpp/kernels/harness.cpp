@@ -149,6 +149,25 @@ int expect_tiers_match(const std::string& what, const char* op, const Args& args
   return ran;
 }
 
+int expect_every_tier_close(const std::string& what, const char* op, const Args& args, const float* want, int64_t n,
+                            Tolerance tol) {
+  auto check = [&](int32_t tier, Isa isa, const std::string& where) {
+    TestTensor got = TestTensor::output(n);
+    KernelRun r = run_kernel(op, args, {&got}, tier, isa);
+    KILN_EXPECT(r.found && !r.declined && r.status.is_ok(), "%s: %s: found %d, declined %d, %s", where.c_str(), op,
+                r.found, r.declined, r.status.to_string().c_str());
+    if (!r.found || r.declined || !r.status.is_ok()) return false;
+    KILN_EXPECT(got.numel() == n, "%s: %lld elements, the reference has %lld", where.c_str(),
+                static_cast<long long>(got.numel()), static_cast<long long>(n));
+    if (got.numel() == n) expect_close(where, got.f(), want, n, tol);
+    return true;
+  };
+  check(kTierPortable, Isa::Baseline, what + " [portable]");
+  int ran = 0;
+  for (Isa isa : supported_isas()) ran += check(kTierOptimized, isa, what + " [" + isa_name(isa) + "]") ? 1 : 0;
+  return ran;
+}
+
 void expect_rejected(const std::string& what, const char* op, const Args& args, const std::vector<TestTensor*>& outputs,
                      const char* message_part, Error code) {
   const Status want = run_portable(op, args, outputs);

@@ -107,6 +107,13 @@ int expect_tiers_match(const std::string& what, const char* op, const Args& args
                        const std::vector<int64_t>& output_capacity, Tolerance tol, bool may_decline = false,
                        const std::vector<ResizeAfterPrepare>& resize = {});
 
+// Runs the portable kernel of `op` and the optimized one at every supported level on the same
+// arguments and compares each single output with `want` (n elements: a reference the test computed,
+// e.g. in float64), so that a defect both tiers share cannot pass as agreement. The optimized kernel
+// must accept the instruction; returns how many levels ran it.
+int expect_every_tier_close(const std::string& what, const char* op, const Args& args, const float* want, int64_t n,
+                            Tolerance tol);
+
 // A bad instruction: the portable kernel refuses it with `code` (its message containing
 // `message_part`), and the optimized kernel, where one is registered for these dtypes, declines it
 // at prepare or refuses it at run with the same status, at every level.

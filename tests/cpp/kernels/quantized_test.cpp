@@ -3,6 +3,7 @@
 // of the weights; malformed weights and arguments as clear errors.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "gemm_test_util.h"
@@ -165,6 +166,38 @@ KILN_TEST(quantized_linear_nan_and_infinity_reach_their_rows) {
     const int ran = expect_tiers_match(format("q4_1 NaN/inf m=%lld", (long long)m), kLinear, args, {m * 40},
                                        tolerance(64));
     KILN_EXPECT(ran == kLevels, "NaN rows: ran at %d levels", ran);
+  }
+}
+
+// Decode steps (1 to 4 rows: gemv) and a prefill (6 rows: the GEMM) with infinities and values
+// near the float range in single rows, every scheme. The reference multiplies x by each decoded
+// weight, so a +-inf in x gives +-inf (NaN only against a zero weight), and x = 3e36 against
+// |w| < 1 stays finite; per-group sums of x * q would give q4_1's inf * 0 and inf - inf, and reach
+// 3e36 * 127 > FLT_MAX for q8_0.
+KILN_TEST(quantized_linear_infinities_and_large_values_like_the_reference) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (const Case& c : kCases) {
+    const int64_t k = c.group == 0 ? 96 : 2 * c.group, n = 45;
+    QWeight w = random_weight(c.scheme, n, k, c.group != 0 ? c.group : k);
+    for (int64_t m : {1, 2, 3, 4, 6}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        TestTensor x = TestTensor::random({m, k});
+        const int64_t last = (m - 1) * k;
+        if (variant == 0) {
+          x.f()[last + 5] = kInf;  // one infinity in the last row
+        } else if (variant == 1) {
+          x.f()[last + k - 1] = -kInf;
+          if (m > 1) x.f()[1] = kInf;  // and one in the first row
+        } else {
+          x.f()[last + 3] = 3e36f;  // one large finite value (two could cancel in the sum)
+        }
+        Args args = linear_args(x, w, nullptr);
+        const std::string what = format("%s group %lld m=%lld %s", c.scheme.c_str(), (long long)w.group, (long long)m,
+                                        variant == 0 ? "inf" : variant == 1 ? "-inf and inf" : "3e36");
+        const int ran = expect_tiers_match(what, kLinear, args, {m * n}, tolerance(k));
+        KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      }
+    }
   }
 }
 

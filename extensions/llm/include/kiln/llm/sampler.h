@@ -36,8 +36,9 @@ class KILN_LLM_API Sampler {
   // Precondition: check_sampling_options(options) is ok.
   explicit Sampler(const SamplingOptions& options);
   // The next token from `logits` (one per vocabulary entry, modified in place:
-  // penalties and temperature are applied to it). `history` are the tokens the
-  // repetition penalty looks at.
+  // the repetition penalty is applied to it). `history` are the tokens the
+  // repetition penalty looks at. NaN logits are never drawn; a +inf logit is
+  // drawn with probability 1 (docs/llm.md, "Sampling").
   int32_t sample(Span<float> logits, Span<const int32_t> history);
 
  private:
