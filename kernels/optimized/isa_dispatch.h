@@ -3,7 +3,7 @@
 // Each microkernel family (microkernels/<family>.inc) is compiled once per
 // level of the target architecture (the levels of kiln/cpu_list.h), in namespace
 // kiln::kernels::optimized::<level>, with that level's compiler flags
-// (cmake/KilnIsa.cmake). A family describes what it provides as a table type and
+// (cmake/KilnKernels.cmake). A family describes what it provides as a table type and
 // names one table per level with KILN_ISA_TABLE; operators call
 // <name>_for(ctx.isa) and never test CPU features themselves.
 #pragma once

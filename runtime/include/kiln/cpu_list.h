@@ -1,5 +1,5 @@
 // The one list of CPU features and instruction-set levels: kiln/cpu.h, the runtime's detection, the
-// microkernel tables (kernels/optimized/isa_dispatch.h) and the build (cmake/KilnIsa.cmake, which
+// microkernel tables (kernels/optimized/isa_dispatch.h) and the build (cmake/KilnKernels.cmake, which
 // reads each level's compiler flags from the lines below) all derive from it.
 #pragma once
 
@@ -32,7 +32,7 @@
 // the CPU has, after LoadOptions::isa / KILN_ISA took away the features of higher levels. `value`
 // is the level's kiln::Isa value (ABI: KernelContext::isa), unique and never reused; `name` is its
 // spelling (isa_name, KILN_ISA) and the namespace of its microkernels; arch is x86_64, aarch64 or
-// any; `ctx` is passed through to X. cmake/KilnIsa.cmake parses this: flags in one string literal.
+// any; `ctx` is passed through to X. cmake/KilnKernels.cmake parses this: flags in one string literal.
 #define KILN_ISA_LEVEL_LIST(X, ctx)                                                                  \
   X(ctx, Baseline, baseline, any, 0, 0, "")                                                          \
   X(ctx, Avx2, avx2, x86_64, 1,                                                                      \
