@@ -183,9 +183,7 @@ int main(int argc, char** argv) {
     else filter = argv[i];
   }
   set_num_threads(threads);
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::Baseline, Isa::Avx2, Isa::Avx512, Isa::Neon})
-    if (isa_supported(isa)) isas.push_back(isa);
+  const std::vector<Isa> isas = supported_isas();
   std::printf("threads=%d; CPU microseconds per call (median), portable / optimized at each level\n", threads);
   std::printf("%-34s %10s", "case", "portable");
   for (Isa isa : isas) std::printf(" %10s", isa_name(isa));

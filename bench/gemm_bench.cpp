@@ -2,7 +2,7 @@
 // ones, at 1 and 2 threads, as a share of the peak FMA rate this program measures
 // itself; the decode GEMVs (one row) also as a share of the measured read bandwidth.
 //
-//   build/dev/tests/cpp/gemm_bench [--quick] [--cold] [--threads N] [--isa avx2|avx512|baseline] [filter]
+//   build/dev/tests/cpp/gemm_bench [--quick] [--cold] [--threads N] [--isa LEVEL] [filter]
 //
 // Built with KILN_BUILD_TESTS (target gemm_bench). Kernels are called through the
 // registry the way a loaded method calls them (tests/cpp/kernels/kernel_call.h):
@@ -94,7 +94,7 @@ __attribute__((target("avx2,fma"))) void fma_loop_avx2(int64_t iters) {
 // Peak f32 FMA GFLOP/s of `threads` threads running independent FMA chains.
 double measure_peak_gflops(int threads) {
 #if defined(__x86_64__)
-  const bool avx512 = isa_supported(Isa::Avx512);
+  const bool avx512 = (detected_cpu_features() & KILN_CPU_FEATURE_BIT(Avx512f)) != 0;
   const int64_t iters = 20'000'000;
   const double flops_per_iter = avx512 ? 16 * 16 * 2 : 12 * 8 * 2;
   double best = 0;

@@ -1,7 +1,7 @@
 // kiln_quantized::linear micro-benchmark: decode steps (1 row) in GB/s of quantized weights read, and
 // prefill chunks (64 rows) in GFLOP/s, beside the f32 linear on the same shapes, at 1 and 2 threads.
 //
-//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa avx2|avx512|baseline] [filter]
+//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [filter]
 //
 // Built with KILN_BUILD_TESTS (target quantized_bench). Kernels are called through the registry the
 // way a loaded method calls them (prepare: weights repacked once; then timed runs). Figures are
@@ -188,8 +188,10 @@ int main(int argc, char** argv) {
     if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (a == "--isa" && i + 1 < argc) {
-      const std::string name = argv[++i];
-      isa = name == "avx512" ? Isa::Avx512 : name == "avx2" ? Isa::Avx2 : name == "neon" ? Isa::Neon : Isa::Baseline;
+      if (!parse_isa(argv[++i], &isa) || !isa_supported(isa)) {
+        std::fprintf(stderr, "--isa %s: not a level this CPU runs\n", argv[i]);
+        return 2;
+      }
     } else {
       filter = a;
     }

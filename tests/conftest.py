@@ -49,10 +49,11 @@ def pytest_configure(config):
 
 def _kernel_choices() -> list:
     """kiln.load options that pick each kernel path: the reference (portable)
-    tier, and the optimized tier at every instruction-set level this CPU runs."""
-    levels = {"avx512": ["avx512", "avx2", "baseline"], "avx2": ["avx2", "baseline"],
-              "neon": ["neon", "baseline"]}.get(kiln.detected_isa(), ["baseline"])
-    return [{"kernels": "portable"}] + [{"kernels": "optimized", "isa": isa} for isa in levels]
+    tier, and the optimized tier at every instruction-set level this CPU runs
+    (highest first). Both lists come from the runtime."""
+    tiers = sorted(kiln.kernel_tiers(), key=kiln.kernel_tiers().get)  # the reference tier first
+    levels = list(reversed(kiln.supported_isas()))
+    return [{"kernels": tiers[0]}] + [{"kernels": t, "isa": isa} for t in tiers[1:] for isa in levels]
 
 
 # For parametrize: ids like "portable", "optimized-avx2".

@@ -74,6 +74,89 @@ def test_isa_can_be_lowered_and_bad_values_are_refused(tmp_path):
         kiln.load(path, isa=foreign)
 
 
+def _cpuinfo_flags() -> set:
+    """The flags line of /proc/cpuinfo: Linux's own reading of CPUID and XCR0, independent of kiln."""
+    with open("/proc/cpuinfo") as f:
+        line = next((l for l in f if l.startswith(("flags", "Features"))), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+def test_cpu_features_are_detected_as_linux_sees_them():
+    names = kiln.cpu_feature_names()
+    have = kiln.cpu_features()
+    assert len(names) == len(set(names)) and set(have) <= set(names)
+    assert [f for f in names if f in have] == have  # list order
+    if os.uname().machine == "x86_64":
+        # kiln's names are /proc/cpuinfo's: every one the kernel reports must agree both ways.
+        flags = _cpuinfo_flags()
+        assert {f for f in names if f in flags} == set(have), (sorted(flags & set(names)), have)
+        assert "sse2" in have
+    elif os.uname().machine == "aarch64":
+        assert "neon" in have
+
+
+def test_levels_are_sets_of_features():
+    levels = kiln.isa_levels()
+    assert levels[0] == "baseline" and len(levels) == len(set(levels))
+    assert kiln.isa_features("baseline") == []
+    have = set(kiln.cpu_features())
+    runnable = [level for level in levels if set(kiln.isa_features(level)) <= have]
+    assert kiln.supported_isas() == runnable
+    assert kiln.detected_isa() == runnable[-1]
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma", "f16c"} <= have:
+        assert "avx512" in kiln.supported_isas()
+    with pytest.raises(kiln.InvalidArgument, match="'sse9' is not an instruction-set level of this architecture"):
+        kiln.isa_features("sse9")
+    with pytest.raises(kiln.InvalidArgument, match="isa_features takes a level name, not int"):
+        kiln.isa_features(3)
+
+
+def test_every_level_can_be_forced_and_the_error_lists_the_runtimes_levels(tmp_path):
+    path = relu_program(tmp_path)
+    x = np.array([-1.0, 2.0, -3.0, 4.0], dtype=np.float32)
+    for level in kiln.supported_isas():
+        method = kiln.load(path, isa=level).method()
+        assert method.isa == level
+        assert method(x)[0].tolist() == [0.0, 2.0, 0.0, 4.0]
+    # A level above the CPU's is lowered to the best one whose features remain.
+    for level in set(kiln.isa_levels()) - set(kiln.supported_isas()):
+        assert kiln.load(path, isa=level).method().isa in kiln.supported_isas()
+    levels = kiln.isa_levels()
+    spelled = ", ".join(f"'{level}'" for level in levels[:-1]) + f" or '{levels[-1]}'"
+    with pytest.raises(kiln.InvalidArgument, match=f"KILN_ISA is 'sse9'; expected {spelled}$"):
+        run_python_raising(path, KILN_ISA="sse9")
+
+
+def run_python_raising(path: Path, **env):
+    """kiln.load in a child process with `env`; re-raises the child's kiln error here."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import kiln
+        try:
+            kiln.load({str(path)!r}).method()
+        except kiln.KilnError as e:
+            print(type(e).__name__, e, sep="\\n")
+    """)], capture_output=True, text=True, env=clean_env(**env), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    kind, _, message = proc.stdout.rstrip("\n").partition("\n")
+    if kind:
+        raise getattr(kiln, kind)(message)
+
+
+def test_kernel_tiers_are_named_once():
+    assert kiln.kernel_tiers() == {"portable": PORTABLE, "optimized": OPTIMIZED}
+    assert kiln.kernel_tier_name(PORTABLE) == "portable" and kiln.kernel_tier_name(200) == "tier 200"
+
+
+def test_doctor_shows_the_cpu_features_and_levels():
+    proc = subprocess.run([sys.executable, "-m", "kiln", "doctor"], capture_output=True, text=True,
+                          env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"cpu features: {' '.join(kiln.cpu_features())}\n" in proc.stdout
+    for level in kiln.isa_levels():
+        runs = level in kiln.supported_isas()
+        assert (f"  level {level}: runs here" in proc.stdout) == runs, proc.stdout
+
+
 @pytest.mark.shared_runtime
 def test_a_plugin_tier_above_serves_what_its_prepare_accepts(plugins, tmp_path):
     even, odd = relu_program(tmp_path, 4), relu_program(tmp_path, 3)
@@ -137,6 +220,14 @@ def test_optimized_kernels_match_the_reference_at_every_isa_level():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
     summary = proc.stdout.splitlines()[-1]
     assert summary.endswith(", 0 failures"), summary
+    # The tables of every level this CPU's features allow really ran (and no others): a dispatch
+    # that fell back to baseline would compare baseline with itself and pass the line above.
+    have = set(kiln.cpu_features())
+    expected = [level for level in kiln.isa_levels() if set(kiln.isa_features(level)) <= have]
+    dispatched = next(line for line in proc.stdout.splitlines() if line.startswith("levels dispatched:"))
+    assert dispatched.split(":", 1)[1].split() == expected, dispatched
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= _cpuinfo_flags():
+        assert "avx512" in expected
 
 
 @pytest.mark.build_independent
@@ -158,7 +249,9 @@ def test_neon_kernels_match_the_reference_under_qemu():
                           env=clean_env(), timeout=3600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
     assert proc.stdout.splitlines()[-1].endswith(", 0 failures"), proc.stdout[-2000:]
-    # The NEON level really ran: the harness reports the levels it compared.
+    # The NEON tables really ran (qemu-aarch64 emulates a CPU with every feature the level needs).
+    assert "levels dispatched: baseline neon\n" in proc.stdout, proc.stdout[-2000:]
+    # The levels the harness compares.
     proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(build / "tests" / "cpp" / "kernel_tiers_test"),
                            "--levels"], capture_output=True, text=True, env=clean_env(), timeout=600)
     assert proc.stdout.split() == ["baseline", "neon"], proc.stdout + proc.stderr
@@ -174,7 +267,7 @@ def test_export_report_says_which_tier_serves_each_method(tmp_path):
     loaded = kiln.load(tmp_path / "mlp.kiln").method()
     tiers = {}
     for info in loaded.instructions:
-        name = {0: "portable", 100: "optimized"}[info.tier]
+        name = kiln.kernel_tier_name(info.tier)
         tiers[name] = tiers.get(name, 0) + 1
     assert method.kernel_tiers == tiers and sum(tiers.values()) == method.num_instructions
     assert report.isa == kiln.detected_isa()

@@ -3,7 +3,11 @@ thing (registries, log hook, thread pool), whoever loads what in which order.
 
   * tools/check_single_runtime.py passes on the installed package and fails on
     a package next to a library that embeds a copy of the runtime (with its
-    symbols visible, or hidden so that only the ELF note gives it away);
+    symbols visible, or hidden so that only the ELF note gives it away), or a
+    private copy of the runtime's kernel code (the f32 GEMM, the argument
+    helpers: exported, or hidden and stripped);
+  * the installed libraries hold one copy of each GEMM symbol (nm), which the
+    extension libraries import from libkiln.so.0's KILN_INTERNAL_0 interface;
   * such a library is refused at run time whichever comes first: kiln, then
     kiln.load_library(libbroken.so); or libbroken.so, then `import kiln`;
   * a plugin loaded from Python is seen by C++ (ctypes probe), and a plugin
@@ -23,6 +27,7 @@ import concurrent.futures
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -297,6 +302,94 @@ def test_import_refuses_to_start_next_to_a_second_runtime(broken, variant, mode)
     error = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR:"))
     assert "2 copies of the kiln runtime are loaded" in error
     assert str(RUNTIME) in error and str(lib) in error
+
+
+# ---------------------------------------------------------------------------
+# 2b. Kernel code compiled once
+
+
+GEMM_SYMBOL = re.compile(r"kiln::kernels::.*gemm.*")
+
+
+def defined_symbols(path: Path, dynamic: bool) -> set:
+    """Demangled base names of the symbols `path` defines (dynamic table, or the full one)."""
+    proc = subprocess.run(["nm", "-C", "--defined-only", *(["-D"] if dynamic else []), str(path)],
+                          capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    if not dynamic and "no symbols" in proc.stderr:
+        return set()  # stripped
+    assert proc.returncode == 0, proc.stderr
+    return {checker.symbol_base(line.split(None, 2)[-1]) for line in proc.stdout.splitlines()
+            if len(line.split(None, 2)) == 3}
+
+
+def test_the_package_holds_one_copy_of_each_gemm_symbol():
+    owners: dict = {}
+    for path in checker.find_elf_files(PACKAGE):
+        for name in defined_symbols(path, dynamic=True) | defined_symbols(path, dynamic=False):
+            if GEMM_SYMBOL.fullmatch(name):
+                owners.setdefault(name, set()).add(path.name)
+    print(f"{len(owners)} GEMM symbols")
+    copies = {name: files for name, files in owners.items() if files != {RUNTIME.name}}
+    assert not copies, copies
+    # The interface extensions use: the driver and every level's microkernel table.
+    for name in ["kiln::kernels::optimized::gemm", "kiln::kernels::optimized::gemm_worker_scratch_bytes"] + \
+            [f"kiln::kernels::optimized::{level}::f32_gemm" for level in kiln.isa_levels()]:
+        assert name in owners, name
+    # libkiln_quantized.so.0 imports them, under their version node.
+    quantized = PACKAGE / "lib" / "libkiln_quantized.so.0"
+    proc = subprocess.run(["nm", "-DC", "--undefined-only", str(quantized)], capture_output=True, text=True,
+                          check=True)
+    imported = {checker.symbol_base(line.split(None, 1)[1]) for line in proc.stdout.splitlines()}
+    assert "kiln::kernels::optimized::gemm" in imported, proc.stdout
+    proc = subprocess.run(["nm", "-DC", "--defined-only", str(RUNTIME)], capture_output=True, text=True,
+                          check=True)
+    versions = {checker.symbol_base(line.split(None, 2)[2]): line.rsplit("@", 1)[-1]
+                for line in proc.stdout.splitlines() if "@" in line}
+    assert versions["kiln::kernels::optimized::gemm"] == "KILN_INTERNAL_0"
+    assert versions["kiln::kernels::tensor_arg"] == "KILN_INTERNAL_0"
+    assert versions["kiln::load_library"] == "KILN_0"
+    assert {v for k, v in versions.items() if k.startswith("kiln::kernels::")} == {"KILN_INTERNAL_0"}
+
+
+@pytest.fixture(scope="module")
+def kernel_copy(tmp_path_factory) -> dict:
+    """libkiln_copy.so.0: the runtime's f32 GEMM driver and argument helpers compiled into a
+    library of its own, as an extension that does not use the runtime's would. "exported": as the
+    sources declare them; "stripped": hidden (KILN_STATIC) and stripped, so that only the kernel
+    code notes give it away."""
+    work = tmp_path_factory.mktemp("kernel_copy")
+    sources = [REPO / "kernels" / "optimized" / "gemm_driver.cpp", REPO / "kernels" / "common" / "kernel_args.cpp",
+               REPO / "kernels" / "common" / "shape_math.cpp"]
+    cxx = os.environ.get("CXX", "g++")
+    libs = {}
+    for variant, extra, link in (("exported", [], []), ("stripped", ["-DKILN_STATIC"], ["-s"])):
+        out = work / variant / "libkiln_copy.so.0"
+        out.parent.mkdir()
+        cmd = [cxx, "-std=c++17", "-fPIC", "-O0", "-fvisibility=hidden", f"-I{REPO / 'runtime' / 'include'}",
+               f"-I{REPO / 'kernels'}", *extra, "-shared", "-o", str(out), *map(str, sources), *link]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        libs[variant] = out
+    return libs
+
+
+@pytest.mark.parametrize("variant", ["exported", "stripped"])
+def test_checker_flags_a_private_copy_of_kernel_code(kernel_copy, variant, tmp_path):
+    package = tmp_path / "kiln"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(kernel_copy[variant], package / "lib" / "libkiln_copy.so.0")
+    proc = run_checker_cli(package)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout
+    assert "libkiln_copy.so.0 carries a private copy of kiln kernel code (f32_gemm, kernel_args" in proc.stdout
+    result = checker.inspect(package / "lib" / "libkiln_copy.so.0")
+    assert result.kernel_notes == {"f32_gemm", "kernel_args"}
+    if variant == "exported":
+        assert "kiln::kernels::optimized::gemm" in result.kernel_symbols
+    else:
+        assert result.kernel_symbols == set()  # nothing but the notes shows
+    # Nothing else is wrong with that package: the runtime itself still passes.
+    assert "defines process-wide symbols" not in proc.stdout and "runtime note" not in proc.stdout.split("FAIL")[1]
 
 
 # ---------------------------------------------------------------------------

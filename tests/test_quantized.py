@@ -32,9 +32,8 @@ Q = gguf.GGMLQuantizationType
 
 
 def _levels():
-    """The ISA levels this CPU runs (kiln lowers a level it lacks; keep the distinct ones)."""
-    order = ["baseline", "avx2", "avx512"] if kiln.detected_isa() != "neon" else ["baseline", "neon"]
-    return order[:order.index(kiln.detected_isa()) + 1] if kiln.detected_isa() in order else ["baseline"]
+    """The ISA levels this CPU runs, lowest first (the runtime's list)."""
+    return kiln.supported_isas()
 
 
 def _blocks(rng, ggml_type, shape):

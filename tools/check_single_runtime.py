@@ -12,7 +12,8 @@ under DIR (found by its magic bytes, whatever its name) this runs
     readelf -n                 its notes
 
 and also reads the PT_NOTE segments itself (that is what the runtime's own
-detection, dl_iterate_phdr, sees). It passes only if
+detection, dl_iterate_phdr, sees), and `nm -C --defined-only` (the full symbol
+table, when the file has one) for kernel code. It passes only if
 
   * exactly one file, named libkiln.so.0, defines every guarded symbol
     (GUARDED_SYMBOLS: the API entry points that own process-wide state) and
@@ -23,6 +24,12 @@ detection, dl_iterate_phdr, sees). It passes only if
     the note gives it away);
   * every Python extension module imports (nm 'U') at least one guarded
     symbol, i.e. really uses the shared runtime;
+  * the kernel code the process must hold once (the f32 GEMM, the kernel
+    argument helpers: KERNEL_CODE_SYMBOLS, and the "KLN2" notes that
+    KILN_KERNEL_CODE_NOTE puts into their objects) is in libkiln.so.0 only
+    (in a static build, where there is no libkiln.so.0, in one file): an
+    extension library that compiled its own copy is caught by its symbols,
+    hidden or not, or, stripped, by the note;
   * every tool run succeeded: a file that cannot be read is a failure.
 
 Exit status 0 on success, 1 on failure (2 on bad usage). Importable:
@@ -45,6 +52,7 @@ from pathlib import Path
 RUNTIME_SONAME = "libkiln.so.0"
 NOTE_OWNER = b"kiln"
 NOTE_TYPE = 0x4B4C4E31  # "KLN1", runtime/registry/single_runtime.cpp
+KERNEL_NOTE_TYPE = 0x4B4C4E32  # "KLN2", kernels/common/internal_api.h (KILN_KERNEL_CODE_NOTE)
 
 # The exported entry points that own process-wide state. Matched on the
 # demangled name without its parameter list, ABI tag or symbol version.
@@ -64,6 +72,16 @@ GUARDED_SYMBOLS = (
     "kiln::num_threads",
     "kiln::set_num_threads",
     "kiln::internal::parallel_for_impl",
+)
+
+# Kernel code that exists once per package: the f32 GEMM driver, its microkernel tables (one per
+# instruction-set level) and the argument helpers every kernel library calls. Matched on the
+# demangled base name (symbol_base), defined in any symbol table.
+KERNEL_CODE_SYMBOLS = (
+    re.compile(r"kiln::kernels::optimized::(gemm|prepack_b|prepack_b_into|pack_b_panels|"
+               r"gemm_worker_scratch_bytes|prepacked_b_floats)"),
+    re.compile(r"kiln::kernels::optimized::[a-z0-9_]+::f32_gemm"),
+    re.compile(r"kiln::kernels::(tensor_arg|prepare_tensor_arg|check_arity|int_arg|string_arg|resize_output)"),
 )
 
 _NM_LINE = re.compile(r"^\s*(?:[0-9a-fA-F]+\s+)?(\S)\s+(.+)$")
@@ -91,6 +109,11 @@ def is_python_extension(path: Path) -> bool:
 
 def pt_note_owners(path: Path) -> list[tuple[bytes, int]]:
     """(owner, type) of every note in the file's PT_NOTE segments (ELF64/ELF32, either byte order)."""
+    return [(name, ntype) for name, ntype, _desc in pt_notes(path)]
+
+
+def pt_notes(path: Path) -> list[tuple[bytes, int, bytes]]:
+    """(owner, type, description) of every note in the file's PT_NOTE segments."""
     data = path.read_bytes()
     if data[:4] != b"\x7fELF":
         raise ValueError("not an ELF file")
@@ -115,7 +138,8 @@ def pt_note_owners(path: Path) -> list[tuple[bytes, int]]:
         while p + 12 <= end:
             namesz, descsz, ntype = struct.unpack_from(endian + "III", data, p)
             name = data[p + 12:p + 12 + namesz].rstrip(b"\0")
-            notes.append((name, ntype))
+            desc_at = p + 12 + ((namesz + 3) & ~3)
+            notes.append((name, ntype, data[desc_at:desc_at + descsz]))
             p += 12 + ((namesz + 3) & ~3) + ((descsz + 3) & ~3)
     return notes
 
@@ -127,6 +151,8 @@ class FileResult:
     undefined: set = field(default_factory=set)    # guarded symbols it imports
     readelf_note: bool = False                     # readelf -n lists a kiln runtime note
     segment_note: bool = False                     # a PT_NOTE segment holds it (what dl_iterate_phdr sees)
+    kernel_symbols: set = field(default_factory=set)  # KERNEL_CODE_SYMBOLS it defines (any symbol table)
+    kernel_notes: set = field(default_factory=set)    # tags of the kernel code notes it carries
     errors: list = field(default_factory=list)
 
     @property
@@ -156,6 +182,8 @@ class Report:
                          f"{'yes' if r.has_note else 'no'}"
                          f"{' (readelf only)' if r.readelf_note and not r.segment_note else ''}"
                          f"{' (segment only)' if r.segment_note and not r.readelf_note else ''}"
+                         f", kernel code: {', '.join(sorted(r.kernel_notes)) or 'none'}"
+                         f" ({len(r.kernel_symbols)} symbols)"
                          f"{'  [unreadable]' if r.errors else ''}")
         if self.ok:
             lines.append("PASS: exactly one runtime (libkiln.so.0) in this package")
@@ -199,10 +227,33 @@ def inspect(path: Path, guarded=GUARDED_SYMBOLS, nm: str = "nm", readelf: str = 
             if fields and fields[0] == NOTE_OWNER.decode() and f"0x{NOTE_TYPE:08x}" in line.lower():
                 result.readelf_note = True
     try:
-        result.segment_note = (NOTE_OWNER, NOTE_TYPE) in pt_note_owners(path)
+        notes = pt_notes(path)
+        result.segment_note = any(n == NOTE_OWNER and t == NOTE_TYPE for n, t, _ in notes)
+        result.kernel_notes = {d.rstrip(b"\0").decode(errors="replace") for n, t, d in notes
+                               if n == NOTE_OWNER and t == KERNEL_NOTE_TYPE}
     except (OSError, ValueError, struct.error) as e:
         result.errors.append(f"cannot read program headers: {e}")
+    # Kernel code: the dynamic table (exported copies) and the full one (hidden copies, unless stripped).
+    full = _nm_all(nm, path, result)
+    for names in (defined, full):
+        result.kernel_symbols |= {s for s in (names or ()) if any(p.fullmatch(s) for p in KERNEL_CODE_SYMBOLS)}
     return result
+
+
+def _nm_all(tool: str, path: Path, result: FileResult) -> set | None:
+    """Defined symbols of the full symbol table; empty for a stripped file (nm says 'no symbols')."""
+    proc = _run([tool, "-C", "--defined-only", str(path)])
+    if proc.returncode != 0:
+        if "no symbols" in proc.stderr:
+            return set()
+        result.errors.append(f"nm --defined-only (full table) failed ({proc.returncode}): {proc.stderr.strip()}")
+        return None
+    names = set()
+    for line in proc.stdout.splitlines():
+        m = _NM_LINE.match(line)
+        if m:
+            names.add(symbol_base(m.group(2)))
+    return names
 
 
 def find_elf_files(directory: Path) -> list:
@@ -255,6 +306,9 @@ def check(directory=None, guarded=GUARDED_SYMBOLS, nm: str | None = None, readel
             problems.append(f"{r.path} has no kiln runtime note in readelf -n")
         if not r.segment_note:
             problems.append(f"{r.path} has no kiln runtime note in a PT_NOTE segment")
+        if not r.kernel_notes:
+            problems.append(f"{r.path} carries no kiln kernel code note: the check of private copies "
+                            f"would find nothing")
 
     for r in files:
         if r in runtimes:
@@ -267,6 +321,16 @@ def check(directory=None, guarded=GUARDED_SYMBOLS, nm: str | None = None, readel
         if is_python_extension(r.path) and not r.errors and not r.undefined:
             problems.append(f"{r.path} is a Python extension that imports none of the guarded symbols "
                             f"from {RUNTIME_SONAME}")
+
+    # Kernel code: in the runtime's file only (or, without libkiln.so.0, a static build, in one file).
+    holders = [r for r in files if r.kernel_symbols or r.kernel_notes]
+    allowed = runtimes if runtimes else holders[:1] if len(holders) == 1 else []
+    for r in holders:
+        if r in allowed:
+            continue
+        what = sorted(r.kernel_notes) + sorted(r.kernel_symbols)
+        problems.append(f"{r.path} carries a private copy of kiln kernel code "
+                        f"({', '.join(what)}): use the runtime's (KILN_INTERNAL_API, docs/architecture.md)")
 
     # Each guarded symbol is defined exactly once in the tree.
     for s in guarded:

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <limits>
 
+// Exactly one library of a package holds the argument helpers (docs/architecture.md, "One GEMM").
+KILN_KERNEL_CODE_NOTE("kernel_args")
+
 namespace kiln {
 namespace kernels {
 

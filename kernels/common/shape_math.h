@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "common/internal_api.h"
 #include "kiln/kernel.h"
 
 namespace kiln {
@@ -75,8 +76,8 @@ inline bool add_overflows(int64_t a, int64_t b, int64_t* out) {
 }
 
 // Status-returning forms: KernelFailure "<op>: <what> overflows" on overflow.
-Status checked_mul(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
-Status checked_add(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
+KILN_INTERNAL_API Status checked_mul(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
+KILN_INTERNAL_API Status checked_add(const char* op, const char* what, int64_t a, int64_t b, int64_t* out);
 
 // Saturating product of non-negative values, for work estimates (grains) only.
 inline int64_t sat_mul(int64_t a, int64_t b) {
@@ -88,26 +89,26 @@ inline int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kElementwis
 
 // floor(a * b / c), or the ceiling when `round_up`, for a, b >= 0 and c > 0,
 // without overflowing the product (the result must fit: a <= c makes it <= b).
-int64_t mul_div(int64_t a, int64_t b, int64_t c, bool round_up);
+KILN_INTERNAL_API int64_t mul_div(int64_t a, int64_t b, int64_t c, bool round_up);
 
 // Products of sizes, saturating at INT64_MAX instead of overflowing (0 if any
 // size is 0). Exact for shapes that passed check_shape.
-int64_t numel_of(Span<const int64_t> sizes);
+KILN_INTERNAL_API int64_t numel_of(Span<const int64_t> sizes);
 // Product of sizes[begin:end].
-int64_t prod(Span<const int64_t> sizes, int begin, int end);
+KILN_INTERNAL_API int64_t prod(Span<const int64_t> sizes, int begin, int end);
 
 // describe_sizes for an int list from the file, which may be arbitrarily long:
 // at most kMaxDims + 1 values are printed, then the count.
-std::string describe_ints(Span<const int64_t> values);
+KILN_INTERNAL_API std::string describe_ints(Span<const int64_t> values);
 
 // A valid shape: at most kMaxDims sizes, each >= 0, and the product of the
 // non-zero sizes at most kMaxElements. `what` names the shape in the message.
-Status check_shape(const char* op, const char* what, Span<const int64_t> sizes);
+KILN_INTERNAL_API Status check_shape(const char* op, const char* what, Span<const int64_t> sizes);
 // check_shape, then *numel = the product of the sizes.
-Status shape_numel(const char* op, const char* what, Span<const int64_t> sizes, int64_t* numel);
+KILN_INTERNAL_API Status shape_numel(const char* op, const char* what, Span<const int64_t> sizes, int64_t* numel);
 // A tensor argument a kernel may index freely: a valid shape, and data for
 // numel * element size bytes within its capacity.
-Status check_tensor(const char* op, const char* name, const Tensor& t);
+KILN_INTERNAL_API Status check_tensor(const char* op, const char* name, const Tensor& t);
 
 }  // namespace kernels
 }  // namespace kiln

@@ -58,6 +58,6 @@ struct F32GemmKernels {
   // The same level's vector activations, for the epilogue's after-tile part.
   const F32ActivationKernels* activation = nullptr;
 };
-KILN_ISA_TABLE(F32GemmKernels, f32_gemm)
+KILN_INTERNAL_ISA_TABLE(F32GemmKernels, f32_gemm)
 
 }  // namespace kiln::kernels::optimized

@@ -10,6 +10,9 @@
 #include "kiln/thread_pool.h"
 #include "optimized/gemm_activation.h"
 
+// Exactly one library of a package holds the f32 GEMM (docs/architecture.md, "One GEMM").
+KILN_KERNEL_CODE_NOTE("f32_gemm")
+
 namespace kiln {
 namespace kernels {
 namespace optimized {

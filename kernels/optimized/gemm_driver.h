@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/internal_api.h"
 #include "common/activation.h"
 #include "kiln/kernel.h"
 #include "optimized/f32_gemm.h"
@@ -72,29 +73,32 @@ struct GemmProblem {
 };
 
 // Packs B[0:kc, 0:nc] = b[k * rs + j * cs] into panels as PackBFn describes.
-void pack_b_panels(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, int nr, float* dst);
+KILN_INTERNAL_API void pack_b_panels(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t nc, int nr,
+                                     float* dst);
 
 // Packs the constant B[k][n] = source[k * rs + n * cs] (k, n >= 1) once per
 // loaded program (packed_constant), for GemmProblem::packed_b; `batches` of
 // them, batch b from source + b * batch_stride, one after the other (a batched
 // problem then offsets packed_b by its b_strides: k * padded n per batch).
-Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels, const Tensor& source, int64_t rs,
-                               int64_t cs, int64_t k, int64_t n, int64_t batches = 1, int64_t batch_stride = 0);
+KILN_INTERNAL_API Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels,
+                                                 const Tensor& source, int64_t rs, int64_t cs, int64_t k, int64_t n,
+                                                 int64_t batches = 1, int64_t batch_stride = 0);
 
 // The same into dst (prepacked_b_floats of them), for a kernel that packs a B it computes at load
 // (Winograd's transformed weights).
-int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches = 1);
-void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n,
-                    int64_t batches, int64_t batch_stride, float* dst);
+KILN_INTERNAL_API int64_t prepacked_b_floats(const F32GemmKernels& kernels, int64_t k, int64_t n, int64_t batches = 1);
+KILN_INTERNAL_API void prepack_b_into(const F32GemmKernels& kernels, const float* b, int64_t rs, int64_t cs, int64_t k,
+                                      int64_t n, int64_t batches, int64_t batch_stride, float* dst);
 
 // Per-worker scratch that gemm() needs for problems of at most `n` columns:
 // blocks of A, and of B unless it is prepacked.
-size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool b_prepacked);
+KILN_INTERNAL_API size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool b_prepacked);
 
 // Runs the problem on the pool. `scratch_bytes` is the per-worker scratch that
 // ctx provides, gemm_worker_scratch_bytes of at least this problem's columns
 // (KernelFailure otherwise).
-Status gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes);
+KILN_INTERNAL_API Status gemm(const F32GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx,
+                              size_t scratch_bytes);
 
 }  // namespace optimized
 }  // namespace kernels

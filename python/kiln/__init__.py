@@ -10,7 +10,13 @@ from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
 from ._profile import Profile, ProfiledChunk, ProfiledInstruction
 from ._program import InstructionInfo, Method, MethodSpec, Program, TensorSpec, load
 from ._registry import (
+    cpu_feature_names,
+    cpu_features,
     detected_isa,
+    isa_features,
+    isa_levels,
+    kernel_tier_name,
+    kernel_tiers,
     load_library,
     load_plugins,
     runtime_copies,
@@ -20,6 +26,7 @@ from ._registry import (
     registration_failures,
     runtime_library_path,
     set_num_threads,
+    supported_isas,
 )
 from .errors import (
     AbiMismatch,
@@ -53,6 +60,13 @@ __all__ = [
     "ProfiledInstruction",
     "ProfiledChunk",
     "detected_isa",
+    "isa_levels",
+    "supported_isas",
+    "isa_features",
+    "cpu_features",
+    "cpu_feature_names",
+    "kernel_tiers",
+    "kernel_tier_name",
     "registered_kernels",
     "registered_backends",
     "registration_failures",

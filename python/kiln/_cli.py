@@ -80,14 +80,13 @@ def _print_kernels(prog, name: str, every_instruction: bool) -> set:
         print(f"  kernels: cannot load the method: {type(e).__name__}: {e}")
         return set()
     runtime = os.path.basename(kiln.runtime_library_path() or "")
-    tier_names = {0: "portable", 100: "optimized"}
 
     def served_by(i) -> str:
         if i.kind not in ("kernel", "backend"):
             return "runtime"
         lib = os.path.basename(i.library)
         where = "" if lib == runtime else f" ({lib})"
-        return (tier_names.get(i.tier, f"tier {i.tier}") if i.kind == "kernel" else "backend") + where
+        return (kiln.kernel_tier_name(i.tier) if i.kind == "kernel" else "backend") + where
 
     infos = method.instructions
     print(f"  kernels (isa {method.isa}):")
@@ -261,7 +260,7 @@ def _describe_inputs(args, inputs) -> str:
 def _setting(args, method) -> str:
     import kiln
 
-    kernels = args.kernels or os.environ.get("KILN_KERNELS") or "optimized"
+    kernels = args.kernels or os.environ.get("KILN_KERNELS") or _default_tier()
     return f"{kiln.num_threads()} thread(s), {kernels} kernels, isa {method.isa}"
 
 
@@ -349,6 +348,25 @@ def _non_negative(text: str) -> int:
     return 0 if text.strip() == "0" else _positive(text)
 
 
+def _default_tier() -> str:
+    """What kiln.load uses unless told otherwise: the highest named tier."""
+    import kiln
+
+    return max(kiln.kernel_tiers().items(), key=lambda kv: kv[1])[0]
+
+
+def _tier_choices() -> list:
+    import kiln
+
+    return sorted(kiln.kernel_tiers(), key=kiln.kernel_tiers().get, reverse=True)
+
+
+def _isa_choices() -> list:
+    import kiln
+
+    return kiln.isa_levels()
+
+
 def _doctor(_args) -> int:
     import kiln
 
@@ -362,11 +380,22 @@ def _doctor(_args) -> int:
     print(f"threads: {kiln.num_threads()} (KILN_NUM_THREADS={os.environ.get('KILN_NUM_THREADS', 'unset')})")
     print(f"cpu instruction set: {kiln.detected_isa()}; optimized kernels use "
           f"{os.environ.get('KILN_ISA') or kiln.detected_isa()} (KILN_ISA={os.environ.get('KILN_ISA', 'unset')})")
-    print(f"kernels: {os.environ.get('KILN_KERNELS') or 'optimized'} (KILN_KERNELS={os.environ.get('KILN_KERNELS', 'unset')})")
+    have = set(kiln.cpu_features())
+    print(f"cpu features: {' '.join(kiln.cpu_features()) or 'none'}")
+    missing = [f for f in kiln.cpu_feature_names() if f not in have]
+    if missing:
+        print(f"cpu features absent: {' '.join(missing)}")
+    for level in kiln.isa_levels():
+        needs = kiln.isa_features(level)
+        lacking = [f for f in needs if f not in have]
+        print(f"  level {level}: {'runs here' if not lacking else 'needs ' + ' '.join(lacking)}"
+              f" ({' '.join(needs) or 'no features'})")
+    print(f"kernels: {os.environ.get('KILN_KERNELS') or _default_tier()} "
+          f"(KILN_KERNELS={os.environ.get('KILN_KERNELS', 'unset')})")
     kernels = kiln.registered_kernels()
     ops = sorted({k.op_name for k in kernels})
     print(f"kernel registrations: {len(kernels)} for {len(ops)} operators "
-          f"({sum(1 for k in kernels if k.tier > 0)} optimized)")
+          f"({sum(1 for k in kernels if k.tier > min(kiln.kernel_tiers().values()))} above the reference tier)")
     print(f"backends: {[b.name for b in kiln.registered_backends()] or 'none'}")
     failures = kiln.registration_failures()
     for f in failures:
@@ -394,8 +423,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("inspect", help="print a program's methods, inputs, outputs and the kernels serving them")
     p.add_argument("program")
     p.add_argument("--instructions", action="store_true", help="list the kernel of every instruction")
-    p.add_argument("--kernels", choices=("optimized", "portable"), help="as LoadOptions / KILN_KERNELS")
-    p.add_argument("--isa", help="as LoadOptions / KILN_ISA (baseline, avx2, avx512, neon)")
+    p.add_argument("--kernels", choices=_tier_choices(), help="as LoadOptions / KILN_KERNELS")
+    p.add_argument("--isa", help=f"as LoadOptions / KILN_ISA ({', '.join(_isa_choices())})")
     p = sub.add_parser("run", help="run a method on .npy inputs (or random ones) and print the outputs")
     p.add_argument("program")
     p.add_argument("inputs", nargs="*", help=".npy files, one per input")
@@ -412,8 +441,8 @@ def main(argv=None) -> int:
         p.add_argument("--seed", type=int, default=0, help="of the random inputs")
         p.add_argument("--threads", type=_positive, help="the thread pool's size (default: KILN_NUM_THREADS or "
                                                          "one per core)")
-        p.add_argument("--kernels", choices=("optimized", "portable"), help="as LoadOptions / KILN_KERNELS")
-        p.add_argument("--isa", help="as LoadOptions / KILN_ISA (baseline, avx2, avx512, neon)")
+        p.add_argument("--kernels", choices=_tier_choices(), help="as LoadOptions / KILN_KERNELS")
+        p.add_argument("--isa", help=f"as LoadOptions / KILN_ISA ({', '.join(_isa_choices())})")
         if name == "profile":
             p.add_argument("--runs", type=_positive, default=5, help="profiled calls (the table shows the mean)")
             p.add_argument("--warmup", type=_non_negative, default=2, help="calls before timing")

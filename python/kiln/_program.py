@@ -298,8 +298,8 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     plus the program's packed weights. `kernels="portable"` forces the
     reference kernels (default: KILN_KERNELS, else "optimized": the fastest
     kernel that accepts each instruction); `isa` lowers the instruction set the
-    optimized kernels use ("baseline", "avx2", "avx512", "neon"; default:
-    KILN_ISA, else what the CPU supports).
+    optimized kernels use (a name of kiln.isa_levels(); default: KILN_ISA,
+    else the best level of kiln.supported_isas()).
 
     A path is memory-mapped and its constants are used in place: while the
     program lives, replace the file by renaming a new one over it, never by

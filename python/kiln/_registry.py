@@ -126,8 +126,48 @@ def runtime_library_path() -> str:
 
 
 def detected_isa() -> str:
-    """The highest instruction-set level this CPU supports ("avx512", "avx2", "neon" or "baseline")."""
+    """The highest instruction-set level this CPU supports (one of isa_levels())."""
     return _kiln.detected_isa()
+
+
+def isa_levels() -> list[str]:
+    """The instruction-set levels kiln's microkernels are built for on this architecture, lowest
+    first (e.g. ["baseline", "avx2", "avx512"]): the spellings of kiln.load(isa=...) and KILN_ISA."""
+    return list(_kiln.isa_levels())
+
+
+def supported_isas() -> list[str]:
+    """The levels of isa_levels() this CPU runs (it has all their features), lowest first."""
+    return list(_kiln.supported_isas())
+
+
+def isa_features(level: str) -> list[str]:
+    """The CPU features a level's microkernels are compiled for (names as cpu_features() gives them)."""
+    if not isinstance(level, str):
+        raise InvalidArgument(f"isa_features takes a level name, not {type(level).__name__}")
+    return list(_kiln.isa_features(level))
+
+
+def cpu_features() -> list[str]:
+    """The features of this CPU (and operating system) that kiln knows, read once at startup:
+    CPUID and XGETBV on x86-64 ("avx512f", "avx512_vnni", ...), HWCAP on aarch64 ("dotprod", ...)."""
+    return list(_kiln.cpu_features())
+
+
+def cpu_feature_names() -> list[str]:
+    """Every feature kiln can detect on this architecture, whether this CPU has it or not."""
+    return list(_kiln.cpu_feature_names())
+
+
+def kernel_tiers() -> dict[str, int]:
+    """The named kernel tiers, lowest first: {"portable": 0, "optimized": 100}. The names are what
+    kiln.load(kernels=...) and KILN_KERNELS accept; a plugin's kernels may use other tiers."""
+    return dict(_kiln.kernel_tiers())
+
+
+def kernel_tier_name(tier: int) -> str:
+    """"portable", "optimized", or "tier <n>" for a tier without a name."""
+    return next((name for name, value in kernel_tiers().items() if value == tier), f"tier {tier}")
 
 
 def num_threads() -> int:

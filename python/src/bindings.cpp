@@ -556,6 +556,51 @@ NB_MODULE(_kiln, m) {
   m.def("num_threads", &kiln::num_threads);
   m.attr("MAX_THREADS") = kiln::kMaxThreads;
   m.def("detected_isa", [] { return kiln::isa_name(kiln::detected_isa()); });
+  // Names only: the lists themselves live in kiln/cpu_list.h and kiln/kernel.h.
+  m.def("cpu_feature_names", [] {
+    std::vector<std::string> out;
+    for (kiln::CpuFeature f : kiln::cpu_feature_list()) out.push_back(kiln::cpu_feature_name(f));
+    return out;
+  });
+  m.def("cpu_features", [] {
+    std::vector<std::string> out;
+    const kiln::CpuFeatures have = kiln::detected_cpu_features();
+    for (kiln::CpuFeature f : kiln::cpu_feature_list()) {
+      if (have & (kiln::CpuFeatures{1} << static_cast<unsigned>(f))) out.push_back(kiln::cpu_feature_name(f));
+    }
+    return out;
+  });
+  m.def("isa_levels", [] {
+    std::vector<std::string> out;
+    for (kiln::Isa isa : kiln::isa_levels()) out.push_back(kiln::isa_name(isa));
+    return out;
+  });
+  m.def("supported_isas", [] {
+    std::vector<std::string> out;
+    for (kiln::Isa isa : kiln::supported_isas()) out.push_back(kiln::isa_name(isa));
+    return out;
+  });
+  m.def("isa_features", [](const std::string& name) {
+    kiln::Isa isa;
+    if (!kiln::parse_isa(name.c_str(), &isa) || !kiln::isa_of_this_architecture(isa)) {
+      check(kiln::Status(kiln::Error::InvalidArgument,
+                         kiln::format("'%s' is not an instruction-set level of this architecture", name.c_str())));
+    }
+    std::vector<std::string> out;
+    for (kiln::CpuFeature f : kiln::cpu_feature_list()) {
+      if (kiln::isa_features(isa) & (kiln::CpuFeatures{1} << static_cast<unsigned>(f))) {
+        out.push_back(kiln::cpu_feature_name(f));
+      }
+    }
+    return out;
+  });
+  m.def("kernel_tiers", [] {
+    nb::dict out;
+#define KILN_BIND_TIER_(Enum, name, value) out[name] = value;
+    KILN_KERNEL_TIER_LIST(KILN_BIND_TIER_)
+#undef KILN_BIND_TIER_
+    return out;
+  });
   m.def("set_num_threads", [](int n) {
     nb::gil_scoped_release release;
     kiln::set_num_threads(n);

@@ -33,10 +33,10 @@ std::string basename(const std::string& path) {
 // "optimized", "portable (libmy_ops.so)", "backend (libx.so)", "runtime" (moves, int ops).
 std::string served_by(const InstructionInfo& info) {
   if (info.kind != "kernel" && info.kind != "backend") return "runtime";
+  const char* tier = kernel_tier_name(info.tier);
   std::string what = info.kind == "backend" ? "backend"
-                     : info.tier == kTierPortable ? "portable"
-                     : info.tier == kTierOptimized ? "optimized"
-                                                   : "tier " + std::to_string(info.tier);
+                     : tier != nullptr          ? tier
+                                                : "tier " + std::to_string(info.tier);
   if (basename(info.library) != basename(runtime_library_path())) what += " (" + basename(info.library) + ")";
   return what;
 }

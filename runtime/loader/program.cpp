@@ -2,6 +2,8 @@
 #include "kiln/program.h"
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "kiln/registry.h"
 
@@ -19,30 +21,47 @@ Status prepare_runtime() {
   return check_single_runtime();
 }
 
+// "'a', 'b' or 'c'" for an error message.
+std::string quoted_alternatives(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += "'" + names[i] + "'";
+  }
+  return out;
+}
+
 // LoadOptions::kernels and ::isa, falling back to KILN_KERNELS and KILN_ISA.
 Status resolve_kernel_options(const LoadOptions& options, internal::ProgramData* data) {
   const char* env_kernels = std::getenv("KILN_KERNELS");
   const bool from_env = options.kernels.empty() && env_kernels != nullptr && env_kernels[0] != '\0';
   const std::string kernels = from_env ? env_kernels : options.kernels;
   const char* source = from_env ? "KILN_KERNELS" : "LoadOptions::kernels";
-  KILN_CHECK_OR_RETURN(kernels.empty() || kernels == "optimized" || kernels == "portable", InvalidArgument,
-                       "%s is '%s'; expected 'optimized' or 'portable'", source, kernels.c_str());
-  data->reference_kernels = kernels == "portable";
+  KILN_CHECK_OR_RETURN(kernels.empty() || kernels == kernel_tier_name(kTierOptimized) ||
+                           kernels == kernel_tier_name(kTierPortable),
+                       InvalidArgument, "%s is '%s'; expected '%s' or '%s'", source, kernels.c_str(),
+                       kernel_tier_name(kTierOptimized), kernel_tier_name(kTierPortable));
+  data->reference_kernels = kernels == kernel_tier_name(kTierPortable);
 
   const char* env_isa = std::getenv("KILN_ISA");
   const bool isa_from_env = options.isa.empty() && env_isa != nullptr && env_isa[0] != '\0';
   const std::string isa_name_wanted = isa_from_env ? env_isa : options.isa;
-  data->isa = detected_isa();
+  const char* isa_source = isa_from_env ? "KILN_ISA" : "LoadOptions::isa";
+  const CpuFeatures cpu = detected_cpu_features();
+  data->isa = best_isa(cpu);
   if (isa_name_wanted.empty()) return Status::ok();
   Isa wanted;
-  KILN_CHECK_OR_RETURN(parse_isa(isa_name_wanted.c_str(), &wanted), InvalidArgument,
-                       "%s is '%s'; expected 'baseline', 'avx2', 'avx512' or 'neon'",
-                       isa_from_env ? "KILN_ISA" : "LoadOptions::isa", isa_name_wanted.c_str());
-  KILN_CHECK_OR_RETURN((wanted == Isa::Neon) == (data->isa == Isa::Neon) || wanted == Isa::Baseline, InvalidArgument,
-                       "%s is '%s', which is not an instruction set of this CPU (it supports '%s')",
-                       isa_from_env ? "KILN_ISA" : "LoadOptions::isa", isa_name_wanted.c_str(), isa_name(data->isa));
-  // Asking for more than the CPU has gets what it has.
-  if (static_cast<uint8_t>(wanted) < static_cast<uint8_t>(data->isa)) data->isa = wanted;
+  if (!parse_isa(isa_name_wanted.c_str(), &wanted)) {
+    std::vector<std::string> names;
+    for (Isa isa : isa_levels()) names.push_back(isa_name(isa));
+    return Status(Error::InvalidArgument, format("%s is '%s'; expected %s", isa_source, isa_name_wanted.c_str(),
+                                                 quoted_alternatives(names).c_str()));
+  }
+  KILN_CHECK_OR_RETURN(isa_of_this_architecture(wanted), InvalidArgument,
+                       "%s is '%s', which is not an instruction set of this CPU (it supports '%s')", isa_source,
+                       isa_name_wanted.c_str(), isa_name(data->isa));
+  // A level takes away the features above it; asking for more than the CPU has gets what it has.
+  data->isa = best_isa(cpu & isa_features(wanted));
   return Status::ok();
 }
 

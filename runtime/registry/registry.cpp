@@ -212,6 +212,14 @@ Status register_backend(const BackendDef& def) noexcept {
   return Status::ok();
 }
 
+const char* kernel_tier_name(int32_t tier) noexcept {
+#define KILN_KERNEL_TIER_NAME_(Enum, name, value) \
+  if (tier == value) return name;
+  KILN_KERNEL_TIER_LIST(KILN_KERNEL_TIER_NAME_)
+#undef KILN_KERNEL_TIER_NAME_
+  return nullptr;
+}
+
 std::vector<KernelInfo> registered_kernels() {
   internal::Registry& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);

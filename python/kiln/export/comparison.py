@@ -167,6 +167,13 @@ def _op_name(node: fx.Node) -> str:
     return op_key(node.target) if node.op == "call_function" and hasattr(node.target, "_schema") else str(node.target)
 
 
+def _default_tier() -> str:
+    """The tier kiln.load uses unless told otherwise: the highest named one."""
+    import kiln
+
+    return max(kiln.kernel_tiers().items(), key=lambda kv: kv[1])[0]
+
+
 def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=None, optimize: bool = True,
             kernels: str = "", isa: str = "", tolerance: float = 1e-4, passes=()) -> Comparison:
     """Compares every intermediate value of `model.<method>(*example_inputs)` in
@@ -217,7 +224,7 @@ def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=No
     got = kiln_method(*[a.detach().contiguous().numpy() for a in args])
 
     comparison = Comparison(method=method, tolerance=tolerance,
-                            kernels=f"kernels {kernels or os.environ.get('KILN_KERNELS') or 'optimized'}, "
+                            kernels=f"kernels {kernels or os.environ.get('KILN_KERNELS') or _default_tier()}, "
                                     f"isa {kiln_method.isa}")
     with torch.no_grad():
         want = getattr(model, method)(*[a.clone() for a in args])
@@ -236,8 +243,7 @@ def compare(model, example_inputs, *, method: str = "forward", dynamic_shapes=No
         if k is None or infos[k].kind not in ("kernel", "backend"):
             return "runtime"
         info = infos[k]
-        what = {0: "portable", 100: "optimized"}.get(info.tier, f"tier {info.tier}") if info.kind == "kernel" \
-            else "backend"
+        what = kiln.kernel_tier_name(info.tier) if info.kind == "kernel" else "backend"
         lib = os.path.basename(info.library)
         return what if lib == runtime else f"{what} ({lib})"
 

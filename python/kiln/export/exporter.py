@@ -58,10 +58,9 @@ def _load_here(report: ExportReport, source) -> None:
     runtime and records which kernel tier serves each method's instructions and
     the weights it prepacks, so the report says what the program costs on this
     machine."""
-    from .. import _program
+    from .. import _program, _registry
     from ..errors import KilnError
 
-    tier_names = {0: "portable", 100: "optimized"}
     program = _program.load(source)
     for name, m in report.methods.items():
         try:
@@ -74,9 +73,9 @@ def _load_here(report: ExportReport, source) -> None:
         for info in method.instructions:
             if info.kind != "kernel":
                 continue
-            tier = tier_names.get(info.tier, f"tier {info.tier}")
+            tier = _registry.kernel_tier_name(info.tier)
             m.kernel_tiers[tier] = m.kernel_tiers.get(tier, 0) + 1
-            if info.tier == 0:
+            if info.tier == min(_registry.kernel_tiers().values()):  # the reference tier
                 portable.add(info.op)
         m.portable_operators = sorted(portable)
     report.packed_bytes = program.packed_bytes

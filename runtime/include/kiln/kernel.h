@@ -23,8 +23,18 @@ struct KernelServices;
 // instruction serves it. The portable kernels (the reference implementation)
 // are the lowest tier and the optimized kernels sit above them; a plugin may
 // register at any tier, e.g. above kTierOptimized to take precedence.
-constexpr int32_t kTierPortable = 0;
-constexpr int32_t kTierOptimized = 100;
+//
+// KILN_KERNEL_TIER_LIST(X): X(Enum, "name", value) for every tier kiln names, lowest first: the
+// one list of tier names (LoadOptions::kernels, KILN_KERNELS, kiln.kernel_tiers(), reports).
+#define KILN_KERNEL_TIER_LIST(X) \
+  X(Portable, "portable", 0)     \
+  X(Optimized, "optimized", 100)
+#define KILN_KERNEL_TIER_CONSTANT_(Enum, name, value) constexpr int32_t kTier##Enum = value;
+KILN_KERNEL_TIER_LIST(KILN_KERNEL_TIER_CONSTANT_)
+#undef KILN_KERNEL_TIER_CONSTANT_
+
+// "portable", "optimized"; nullptr for a tier without a name (a plugin's own).
+KILN_API const char* kernel_tier_name(int32_t tier) noexcept;
 
 // What a kernel sees besides its arguments. Kernels never reach into the executor.
 struct KernelContext {

@@ -52,9 +52,11 @@ struct LoadOptions {
   // reference kernels). Empty: the KILN_KERNELS environment variable, else
   // "optimized".
   std::string kernels;
-  // The instruction-set level optimized kernels may use (cpu.h: "baseline",
-  // "avx2", "avx512", "neon"); a level above what the CPU supports is lowered to
-  // it. Empty: the KILN_ISA environment variable, else what the CPU supports.
+  // The instruction-set level optimized kernels may use (a name of
+  // kiln::isa_levels(), cpu.h): the features of the levels above it are taken
+  // away and the method uses the best level whose features the CPU has, so a
+  // level above what the CPU supports is lowered to it. Empty: the KILN_ISA
+  // environment variable, else the best level of this CPU.
   std::string isa;
   // Program::load: true maps the file and uses its constants in place (the
   // program table is always read into private memory and verified there);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "optimized/isa_dispatch.h"
+
 namespace kiln::test {
 
 int g_checks = 0;
@@ -19,6 +21,28 @@ std::vector<TestCase>& tests() {
 }
 
 const char* g_current_test = "";
+
+// The levels whose microkernel tables were dispatched during this run (isa_dispatch.h's log,
+// collected whenever run_kernel takes it).
+uint64_t g_levels_dispatched = 0;
+
+uint64_t take_dispatch_log() {
+  const uint64_t log = kernels::g_isa_dispatch_log.exchange(0, std::memory_order_relaxed);
+  g_levels_dispatched |= log;
+  return log;
+}
+
+uint64_t level_bit(Isa isa) { return uint64_t{1} << static_cast<unsigned>(isa); }
+
+std::string level_names(uint64_t levels) {
+  std::string out;
+  for (Isa isa : isa_levels()) {
+    if ((levels & level_bit(isa)) == 0) continue;
+    out += out.empty() ? "" : " ";
+    out += isa_name(isa);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -36,6 +60,7 @@ KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTen
                      const std::vector<ResizeAfterPrepare>& resize) {
   std::vector<Tensor*> outs;
   for (TestTensor* o : outputs) outs.push_back(&o->t);
+  (void)take_dispatch_log();
   PreparedKernel kernel(op, args, outs, tier, isa);
   KernelRun result;
   result.found = kernel.found();
@@ -54,6 +79,11 @@ KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTen
     const std::vector<int64_t>& sizes = prepared_sizes[i];
     (void)resize[i].tensor->t.resize(Span<const int64_t>(sizes.data(), sizes.size()));
   }
+  // Prepare and run use the tables of the level asked for and no other: a dispatch that fell back
+  // to another level would compare that level's code instead, and pass.
+  const uint64_t dispatched = take_dispatch_log();
+  KILN_EXPECT(tier != kTierOptimized || (dispatched & ~level_bit(isa)) == 0,
+              "%s at level %s used the microkernels of: %s", op, isa_name(isa), level_names(dispatched).c_str());
   return result;
 }
 
@@ -71,14 +101,6 @@ Status run_portable(const char* op, const std::vector<ScalarType>& dtypes, const
 
 Status run_portable(const char* op, const Args& args, const std::vector<TestTensor*>& outputs) {
   return run_portable(op, args.dtypes(), args, outputs);
-}
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::Baseline, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
-    if (isa_supported(isa)) out.push_back(isa);
-  }
-  return out;
 }
 
 Mismatch worst_mismatch(const float* got, const float* want, int64_t n, Tolerance tol) {
@@ -188,7 +210,7 @@ void expect_rejected(const std::string& what, const char* op, const Args& args, 
 int main(int argc, char** argv) {
   using namespace kiln::test;
   if (argc > 1 && std::strcmp(argv[1], "--levels") == 0) {  // the levels the comparisons run at
-    for (kiln::Isa isa : supported_isas()) std::printf("%s\n", kiln::isa_name(isa));
+    for (kiln::Isa isa : kiln::supported_isas()) std::printf("%s\n", kiln::isa_name(isa));
     return 0;
   }
   const char* filter = argc > 1 ? argv[1] : "";
@@ -204,6 +226,9 @@ int main(int argc, char** argv) {
       ++ran;
     }
   }
+  // What the comparisons really ran (tests/test_kernel_tiers.py checks it against the CPU's features).
+  (void)take_dispatch_log();
+  std::printf("levels dispatched: %s\n", level_names(g_levels_dispatched).c_str());
   std::printf("%d test runs, %d checks, %d failures\n", ran, g_checks, g_failures);
   return g_failures == 0 && ran > 0 ? 0 : 1;
 }

@@ -76,8 +76,8 @@ Status run_portable(const char* op, const Args& args, const std::vector<TestTens
 Status run_portable(const char* op, const std::vector<ScalarType>& dtypes, const Args& args,
                     const std::vector<TestTensor*>& outputs);
 
-// The instruction-set levels this CPU runs, lowest first (baseline included).
-std::vector<Isa> supported_isas();
+// The levels the comparisons run at are kiln::supported_isas() (kiln/cpu.h): those this CPU runs,
+// lowest first.
 
 struct Tolerance {
   float rtol = 1e-5f;

@@ -4,7 +4,7 @@
 # by the linker with the baseline copy of the same name, and then run on a CPU
 # without AVX-512. Every external symbol of a level's objects must name the
 # namespace kiln::kernels::optimized::<isa>.
-#   cmake -DNM=nm -DISA=avx512 -DOBJECTS="a.o|b.o" -P check_isa_symbols.cmake
+#   cmake -DNM=nm -DISA=avx512 -DOBJECTS="a.o|b.o" -P KilnCheckIsaSymbols.cmake
 string(REPLACE "|" ";" _objects "${OBJECTS}")
 # Sanitizers add symbols that nm cannot demangle (ASan's "__odr_asan.<mangled
 # name>" indicator for each global): those pass when the mangled name is in
