@@ -210,8 +210,8 @@ void split_digits(std::string_view text, bool individual, std::vector<std::strin
   internal::decode_utf8(text, &cps, &off);
   size_t start = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
-    bool digit = internal::char_class(cps[i]) == CharClass::Number;
-    bool prev_digit = i > 0 && internal::char_class(cps[i - 1]) == CharClass::Number;
+    bool digit = internal::is_numeric(cps[i]);
+    bool prev_digit = i > 0 && internal::is_numeric(cps[i - 1]);
     if (i > start && (digit != prev_digit || (digit && individual))) {
       out->push_back(text.substr(off[start], off[i] - off[start]));
       start = i;
