@@ -7,6 +7,7 @@
 
 #include "json.h"
 #include "kiln/thread_pool.h"
+#include "runner_metadata.h"
 
 namespace kiln::llm {
 
@@ -196,6 +197,27 @@ Status check_context(const std::string& path, const MethodSpec& spec, const Mode
 
 }  // namespace
 
+namespace internal {
+
+Result<LlmMetadata> read_llm_metadata(const std::string& path, std::string_view config_text,
+                                      std::string_view tokenizer_text, const MethodSpec& spec,
+                                      const LoadOptions& options) {
+  auto config = parse_config(path, config_text);
+  if (!config.ok()) return config.status();
+  auto tokenizer = Tokenizer::from_json(tokenizer_text);
+  if (!tokenizer.ok()) return Status(tokenizer.status()).with_context("'" + path + "': the tokenizer");
+  if (tokenizer->vocab_size() > config->vocab_size) {
+    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits",
+                                    tokenizer->vocab_size(), config->vocab_size));
+  }
+  bool cache_positions = false;
+  KILN_RETURN_IF_ERROR(check_method(path, spec, config.value(), &cache_positions));
+  KILN_RETURN_IF_ERROR(check_context(path, spec, config.value(), options));
+  return LlmMetadata{std::move(config).value(), std::move(tokenizer).value(), cache_positions};
+}
+
+}  // namespace internal
+
 Runner::Runner(std::unique_ptr<internal::RunnerState> state) : s_(std::move(state)) {}
 Runner::Runner(Runner&&) noexcept = default;
 Runner& Runner::operator=(Runner&&) noexcept = default;
@@ -216,29 +238,20 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
   };
   auto config_text = text(kConfigKey);
   if (!config_text.ok()) return config_text.status();
-  auto config = parse_config(path, config_text.value());
-  if (!config.ok()) return config.status();
   auto tokenizer_text = text(kTokenizerKey);
   if (!tokenizer_text.ok()) return tokenizer_text.status();
-  auto tokenizer = Tokenizer::from_json(tokenizer_text.value());
-  if (!tokenizer.ok()) return Status(tokenizer.status()).with_context("'" + path + "': the tokenizer");
-  if (tokenizer->vocab_size() > config->vocab_size) {
-    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits",
-                                    tokenizer->vocab_size(), config->vocab_size));
-  }
   auto spec = program->method_spec("forward");
   if (!spec.ok()) return bad_program(path, "it has no method 'forward'");
-  bool cache_positions = false;
-  KILN_RETURN_IF_ERROR(check_method(path, spec.value(), config.value(), &cache_positions));
-  KILN_RETURN_IF_ERROR(check_context(path, spec.value(), config.value(), options.load));
+  auto meta = internal::read_llm_metadata(path, config_text.value(), tokenizer_text.value(), spec.value(), options.load);
+  if (!meta.ok()) return meta.status();
   auto method = program->load_method("forward");
   if (!method.ok()) return method.status();
 
   auto s = std::make_unique<internal::RunnerState>(std::move(program).value(), std::move(method).value(),
-                                                   std::move(tokenizer).value());
+                                                   std::move(meta->tokenizer));
   s->path = path;
-  s->config = std::move(config).value();
-  s->cache_positions_input = cache_positions;
+  s->config = std::move(meta->config);
+  s->cache_positions_input = meta->cache_positions;
   s->arange.resize(static_cast<size_t>(s->config.context_length));
   for (size_t i = 0; i < s->arange.size(); ++i) s->arange[i] = static_cast<int64_t>(i);
   auto jinja = s->program.metadata(kChatTemplateKey);
