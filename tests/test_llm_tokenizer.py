@@ -8,8 +8,10 @@ says), pre-tokenizers Digits(individual) + ByteLevel (tokenizer.ggml.pre
 "smollm"), ByteLevel decoder, control tokens as special added tokens. Its
 tokenizer.json (`to_str()`) is the file kiln reads for the second source.
 
-Also: streaming decoding never emits half a character and adds up to decode();
-bad tokenizer input is a clear error.
+The characters Unicode 15.0 to 17.0 added split as `tokenizers` splits them
+(each on its own, and in 3,000 random texts). Also: streaming decoding never
+emits half a character and adds up to decode(); bad tokenizer input is a clear
+error.
 """
 
 from __future__ import annotations
@@ -117,6 +119,39 @@ def test_encode_equals_hugging_face(ours, reference):
     for text in TEXTS:
         want = reference.encode(text, add_special_tokens=False).ids
         assert ours.encode(text) == want, repr(text)
+
+
+def _newer_characters() -> list:
+    """Characters Python 3.11's unicodedata (Unicode 14.0) leaves unassigned but the
+    `regex` package (Unicode 17.0) knows: the additions of Unicode 15.0 to 17.0."""
+    import unicodedata
+
+    regex = pytest.importorskip("regex")
+    assigned = regex.compile(r"[^\p{Cn}\p{Cs}\p{Co}]")
+    return [chr(cp) for cp in range(0x80, 0x110000)
+            if unicodedata.category(chr(cp)) == "Cn" and assigned.match(chr(cp))]
+
+
+def test_characters_of_unicode_15_to_17_equal_hugging_face(ours, reference):
+    """Each newer character between letters, digits and spaces: it splits exactly where
+    `tokenizers` splits (its GPT-2 regex knows Unicode 16.0, its Digits Rust's 17.0)."""
+    newer = _newer_characters()
+    assert len(newer) > 10000 and "\U00011de0" in newer and "\U00031350" in newer  # Tolong Siki 0, CJK ext. H
+    texts = [f"a{c}b 1{c}2 {c}{c} x{c}" for c in newer]
+    want = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    wrong = [t for t, w in zip(texts, want) if ours.encode(t) != w]
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {[hex(ord(t[1])) for t in wrong[:8]]}"
+
+
+def test_random_texts_with_newer_characters_equal_hugging_face(ours, reference):
+    rng = random.Random(16)
+    newer = _newer_characters()
+    atoms = ["a", "é", "日", "7", "٣", " ", "  ", "\n", "'s", ".", "😀"]
+    texts = ["".join(rng.choice(newer) if rng.random() < 0.3 else rng.choice(atoms) for _ in range(rng.randint(1, 30)))
+             for _ in range(3000)]
+    want = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    wrong = [t for t, w in zip(texts, want) if ours.encode(t) != w]
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {wrong[:3]!r}"
 
 
 def test_encode_of_long_text_equals_hugging_face(ours, reference):
