@@ -139,6 +139,8 @@ Status check_method(const std::string& path, const MethodSpec& spec, ModelConfig
     return fail("inputs 0 and 1 are not tokens i64[1, T] and input_pos i64[T]");
   }
   const int64_t bound = tokens.sizes[1];
+  // Prefill goes in chunks of min(bound, max_tokens_per_call) tokens: none would never end.
+  if (bound < 1) return fail("the token dimension holds no token");
   const bool dynamic = std::find(tokens.dynamic_dims.begin(), tokens.dynamic_dims.end(), 1) != tokens.dynamic_dims.end();
   if (bound > 1 && (!dynamic || tokens.min_sizes[1] > 1)) return fail("the token dimension does not go down to 1");
   config.max_tokens_per_call = static_cast<int32_t>(std::min<int64_t>(bound, config.max_tokens_per_call));
