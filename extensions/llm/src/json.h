@@ -4,8 +4,8 @@
 // allocates exactly: one 16-byte node per value and one buffer for the strings).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
