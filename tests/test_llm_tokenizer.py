@@ -8,8 +8,10 @@ says), pre-tokenizers Digits(individual) + ByteLevel (tokenizer.ggml.pre
 "smollm"), ByteLevel decoder, control tokens as special added tokens. Its
 tokenizer.json (`to_str()`) is the file kiln reads for the second source.
 
-Also: streaming decoding never emits half a character and adds up to decode();
-bad tokenizer input is a clear error.
+The characters Unicode 15.0 to 17.0 added split as `tokenizers` splits them
+(each on its own, and in 3,000 random texts). Also: streaming decoding never
+emits half a character and adds up to decode(); bad tokenizer input is a clear
+error.
 """
 
 from __future__ import annotations
@@ -117,6 +119,73 @@ def test_encode_equals_hugging_face(ours, reference):
     for text in TEXTS:
         want = reference.encode(text, add_special_tokens=False).ids
         assert ours.encode(text) == want, repr(text)
+
+
+def _newer_characters() -> list:
+    """Characters Python 3.11's unicodedata (Unicode 14.0) leaves unassigned but the
+    `regex` package (Unicode 17.0) knows: the additions of Unicode 15.0 to 17.0."""
+    import unicodedata
+
+    regex = pytest.importorskip("regex")
+    assigned = regex.compile(r"[^\p{Cn}\p{Cs}\p{Co}]")
+    return [chr(cp) for cp in range(0x80, 0x110000)
+            if unicodedata.category(chr(cp)) == "Cn" and assigned.match(chr(cp))]
+
+
+def _boundary_tokenizer(digits: bool):
+    """A byte-level BPE whose merges join "a" or "1" with the first byte of any multi-byte
+    character: its ids show whether a character ends up in the same piece as the letter or
+    digit before it, that is, which class the pre-tokenizer gives it. With `digits`, a
+    Digits(individual_digits=False) step comes first (Rust's char::is_numeric)."""
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    byte_char = {}
+    for b in range(256):  # GPT-2's byte-to-character map, as build_byte_alphabet has it
+        byte_char[b] = chr(b) if chr(b) in alphabet and b not in range(0x7F, 0xA1) and b != 0xAD and b > 0x20 \
+            else None
+    extra = 0
+    for b in range(256):
+        if byte_char[b] is None:
+            byte_char[b] = chr(256 + extra)
+            extra += 1
+    vocab = {byte_char[b]: b for b in range(256)}
+    merges = []
+    for first in ("a", "1"):
+        for lead in range(0xC2, 0xF5):
+            merges.append((first, byte_char[lead]))
+            vocab[first + byte_char[lead]] = len(vocab)
+    hf = HFTokenizer(models.BPE(vocab, merges))
+    split = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False), split]) if digits \
+        else split
+    hf.decoder = decoders.ByteLevel()
+    return hf, Tokenizer.from_json(hf.to_str())
+
+
+@pytest.mark.parametrize("digits", [False, True], ids=["gpt2_split", "digits"])
+def test_characters_of_unicode_15_to_17_split_as_hugging_face(digits):
+    """Each newer character after a letter and after a digit lands in the piece
+    `tokenizers` puts it in (its GPT-2 regex knows Unicode 16.0, its Digits Rust's 17.0)."""
+    newer = _newer_characters()
+    assert len(newer) > 10000 and "\U00011de0" in newer and "\U00031350" in newer  # Tolong Siki 0, CJK ext. H
+    hf, ours = _boundary_tokenizer(digits)
+    assert ours.encode("a\u00e9") != ours.encode("a\u00e9"[0]) + ours.encode("\u00e9")  # the merges do join
+    texts = [f"a{c} 1{c} {c}a" for c in newer]
+    want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    wrong = [t for t, w in zip(texts, want) if ours.encode(t) != w]
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {[hex(ord(t[1])) for t in wrong[:8]]}"
+
+
+def test_random_texts_with_newer_characters_equal_hugging_face(ours, reference):
+    rng = random.Random(16)
+    newer = _newer_characters()
+    atoms = ["a", "é", "日", "7", "٣", " ", "  ", "\n", "'s", ".", "😀"]
+    texts = ["".join(rng.choice(newer) if rng.random() < 0.3 else rng.choice(atoms) for _ in range(rng.randint(1, 30)))
+             for _ in range(3000)]
+    want = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    wrong = [t for t, w in zip(texts, want) if ours.encode(t) != w]
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {wrong[:3]!r}"
 
 
 def test_encode_of_long_text_equals_hugging_face(ours, reference):

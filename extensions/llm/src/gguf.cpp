@@ -1,15 +1,15 @@
 // GgufFile: reading a GGUF file's header, metadata and tensor table, checked against the file's size.
 #include "kiln/llm/gguf.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
+
+#include "file.h"
 
 namespace kiln::llm {
 
@@ -18,13 +18,15 @@ struct GgufData {
   std::string path;
   const uint8_t* base = nullptr;
   size_t size = 0;
+  bool mapped = false;  // else a copy owned with malloc
   uint32_t version = 0;
   std::vector<std::string> keys;
   std::unordered_map<std::string, GgufValue> values;
   std::vector<GgufTensorInfo> tensors;
 
   ~GgufData() {
-    if (base != nullptr) ::munmap(const_cast<uint8_t*>(base), size);
+    if (base != nullptr && mapped) ::munmap(const_cast<uint8_t*>(base), size);
+    if (!mapped) std::free(const_cast<uint8_t*>(base));
   }
 };
 }  // namespace internal
@@ -181,32 +183,42 @@ GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
 
+namespace {
+constexpr size_t kHeaderBytes = 24;  // magic, version, tensor count, metadata count
+}  // namespace
+
 Result<GgufFile> GgufFile::open(const std::string& path) {
+  auto file = internal::InputFile::open(path, "GGUF file", kHeaderBytes, std::numeric_limits<size_t>::max());
+  if (!file.ok()) return file.status();
   auto d = std::make_unique<internal::GgufData>();
   d->path = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    return Status(err == ENOENT ? Error::NotFound : Error::IoError,
-                  format("cannot open '%s': %s", path.c_str(), std::strerror(err)));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status(Error::IoError, format("'%s' is not a regular file", path.c_str()));
-  }
-  d->size = static_cast<size_t>(st.st_size);
-  if (d->size < 24) {
-    ::close(fd);
-    return Status(Error::InvalidProgram,
-                  format("'%s' is %zu bytes, too small for a GGUF header (truncated?)", path.c_str(), d->size));
-  }
-  void* addr = ::mmap(nullptr, d->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);
-  if (addr == MAP_FAILED) return Status(Error::IoError, format("cannot map '%s': %s", path.c_str(), std::strerror(err)));
-  d->base = static_cast<const uint8_t*>(addr);
+  auto base = file->map();
+  if (!base.ok()) return base.status();
+  d->base = base.value();
+  d->size = file->size();
+  d->mapped = true;
+  KILN_RETURN_IF_ERROR(parse(*d));
+  return GgufFile(std::move(d));
+}
 
+Result<GgufFile> GgufFile::from_copy(const void* data, size_t size, const std::string& name) {
+  KILN_CHECK_OR_RETURN(data != nullptr || size == 0, InvalidArgument, "null buffer of %zu bytes", size);
+  KILN_CHECK_OR_RETURN(size >= kHeaderBytes, InvalidProgram,
+                       "'%s' is %zu bytes, too small for a GGUF file header (truncated?)", name.c_str(), size);
+  auto d = std::make_unique<internal::GgufData>();
+  d->path = name;
+  void* copy = std::malloc(size);
+  KILN_CHECK_OR_RETURN(copy != nullptr, OutOfMemory, "cannot copy a %zu-byte GGUF file", size);
+  std::memcpy(copy, data, size);
+  d->base = static_cast<const uint8_t*>(copy);
+  d->size = size;
+  KILN_RETURN_IF_ERROR(parse(*d));
+  return GgufFile(std::move(d));
+}
+
+Status GgufFile::parse(internal::GgufData& data) {
+  internal::GgufData* d = &data;
+  const std::string& path = d->path;
   Reader r{d->base, d->size, 0, d->path};
   KILN_CHECK_OR_RETURN(std::memcmp(d->base, "GGUF", 4) == 0, InvalidProgram,
                        "'%s' is not a GGUF file (bad magic)", path.c_str());
@@ -245,8 +257,14 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   }
 
   d->tensors.resize(static_cast<size_t>(n_tensors));
+  // Names are how every user finds a tensor: a second one of a name would be
+  // silently shadowed (the gguf package refuses such files too).
+  std::unordered_set<std::string_view> names;
+  names.reserve(static_cast<size_t>(n_tensors));
   for (auto& t : d->tensors) {
     KILN_RETURN_IF_ERROR(r.read_string(&t.name, "a tensor name"));
+    KILN_CHECK_OR_RETURN(names.insert(t.name).second, InvalidProgram, "'%s': tensor '%s' appears twice",
+                         path.c_str(), t.name.c_str());
     uint32_t n_dims;
     KILN_RETURN_IF_ERROR(r.read(&n_dims, "a tensor's dimension count"));
     KILN_CHECK_OR_RETURN(n_dims >= 1 && n_dims <= kMaxDims, InvalidProgram,
@@ -284,7 +302,7 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
                          static_cast<unsigned long long>(begin + t.nbytes), d->size);
     t.offset = begin;
   }
-  return GgufFile(std::move(d));
+  return Status::ok();
 }
 
 uint32_t GgufFile::version() const { return d_->version; }

@@ -7,6 +7,7 @@
 
 #include "json.h"
 #include "kiln/thread_pool.h"
+#include "runner_metadata.h"
 
 namespace kiln::llm {
 
@@ -82,12 +83,12 @@ Status bad_program(const std::string& path, const std::string& what) {
 Result<ModelConfig> parse_config(const std::string& path, std::string_view text) {
   auto parsed = internal::parse_json(text, "kiln.llm.config");
   if (!parsed.ok()) return bad_program(path, parsed.status().message());
-  const Json& j = parsed.value();
+  const Json& j = parsed->root();
   if (!j.is_object()) return bad_program(path, "kiln.llm.config is not a JSON object");
   ModelConfig c;
   auto str = [&](const char* key, std::string* out) {
     const Json* v = j.get(key);
-    if (v && v->is_string()) *out = v->str;
+    if (v && v->is_string()) *out = std::string(v->str());
   };
   auto int32 = [&](const char* key, int32_t* out, bool required) -> Status {
     const Json* v = j.get(key);
@@ -109,9 +110,9 @@ Result<ModelConfig> parse_config(const std::string& path, std::string_view text)
   KILN_RETURN_IF_ERROR(int32("max_tokens_per_call", &c.max_tokens_per_call, true));
   KILN_RETURN_IF_ERROR(int32("bos_id", &c.bos_id, false));
   KILN_RETURN_IF_ERROR(int32("eos_id", &c.eos_id, false));
-  if (const Json* v = j.get("add_bos"); v && v->is_bool()) c.add_bos = v->b;
+  if (const Json* v = j.get("add_bos"); v && v->is_bool()) c.add_bos = v->b();
   if (const Json* v = j.get("stop_ids"); v && v->is_array()) {
-    for (const Json& item : v->items) {
+    for (const Json& item : v->items()) {
       int64_t i;
       if (!item.as_int(&i) || i < 0 || i >= c.vocab_size) return bad_program(path, "kiln.llm.config stop_ids are out of range");
       c.stop_ids.push_back(static_cast<int32_t>(i));
@@ -138,6 +139,8 @@ Status check_method(const std::string& path, const MethodSpec& spec, ModelConfig
     return fail("inputs 0 and 1 are not tokens i64[1, T] and input_pos i64[T]");
   }
   const int64_t bound = tokens.sizes[1];
+  // Prefill goes in chunks of min(bound, max_tokens_per_call) tokens: none would never end.
+  if (bound < 1) return fail("the token dimension holds no token");
   const bool dynamic = std::find(tokens.dynamic_dims.begin(), tokens.dynamic_dims.end(), 1) != tokens.dynamic_dims.end();
   if (bound > 1 && (!dynamic || tokens.min_sizes[1] > 1)) return fail("the token dimension does not go down to 1");
   config.max_tokens_per_call = static_cast<int32_t>(std::min<int64_t>(bound, config.max_tokens_per_call));
@@ -156,7 +159,66 @@ Status check_method(const std::string& path, const MethodSpec& spec, ModelConfig
   return Status::ok();
 }
 
+// What the config says about sizes is checked against what the program holds
+// before anything is sized by it: the context must fit the positions the
+// method takes (the bound of cache_positions and the largest dimension of its
+// state, the KV cache; without either, one call's tokens), and the runner's
+// table of positions must fit the memory limit.
+Status check_context(const std::string& path, const MethodSpec& spec, const ModelConfig& config,
+                     const LoadOptions& options) {
+  int64_t positions = spec.inputs[0].sizes[1];
+  const char* bound = "the tokens one call takes";
+  if (spec.inputs.size() == 3) {
+    positions = spec.inputs[2].sizes[0];
+    bound = "the bound of input cache_positions";
+  }
+  if (!spec.state.empty()) {
+    int64_t largest = 0;
+    for (const TensorSpec& state : spec.state) {
+      for (int64_t size : state.sizes) largest = std::max(largest, size);
+    }
+    if (spec.inputs.size() != 3 || largest < positions) {
+      positions = largest;
+      bound = "the largest dimension of the method's state, its KV cache";
+    }
+  }
+  if (config.context_length > positions) {
+    return bad_program(path, format("kiln.llm.config 'context_length' is %d but the program holds %lld positions (%s)",
+                                    config.context_length, static_cast<long long>(positions), bound));
+  }
+  const uint64_t table_bytes = static_cast<uint64_t>(config.context_length) * sizeof(int64_t);
+  if (table_bytes > options.max_memory_bytes) {
+    return Status(Error::OutOfMemory,
+                  format("'%s': kiln.llm.config 'context_length' %d needs %llu bytes of positions, more than "
+                         "max_memory_bytes (%llu)", path.c_str(), config.context_length,
+                         static_cast<unsigned long long>(table_bytes),
+                         static_cast<unsigned long long>(options.max_memory_bytes)));
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+namespace internal {
+
+Result<LlmMetadata> read_llm_metadata(const std::string& path, std::string_view config_text,
+                                      std::string_view tokenizer_text, const MethodSpec& spec,
+                                      const LoadOptions& options) {
+  auto config = parse_config(path, config_text);
+  if (!config.ok()) return config.status();
+  auto tokenizer = Tokenizer::from_json(tokenizer_text);
+  if (!tokenizer.ok()) return Status(tokenizer.status()).with_context("'" + path + "': the tokenizer");
+  if (tokenizer->vocab_size() > config->vocab_size) {
+    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits",
+                                    tokenizer->vocab_size(), config->vocab_size));
+  }
+  bool cache_positions = false;
+  KILN_RETURN_IF_ERROR(check_method(path, spec, config.value(), &cache_positions));
+  KILN_RETURN_IF_ERROR(check_context(path, spec, config.value(), options));
+  return LlmMetadata{std::move(config).value(), std::move(tokenizer).value(), cache_positions};
+}
+
+}  // namespace internal
 
 Runner::Runner(std::unique_ptr<internal::RunnerState> state) : s_(std::move(state)) {}
 Runner::Runner(Runner&&) noexcept = default;
@@ -178,28 +240,20 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
   };
   auto config_text = text(kConfigKey);
   if (!config_text.ok()) return config_text.status();
-  auto config = parse_config(path, config_text.value());
-  if (!config.ok()) return config.status();
   auto tokenizer_text = text(kTokenizerKey);
   if (!tokenizer_text.ok()) return tokenizer_text.status();
-  auto tokenizer = Tokenizer::from_json(tokenizer_text.value());
-  if (!tokenizer.ok()) return Status(tokenizer.status()).with_context("'" + path + "': the tokenizer");
-  if (tokenizer->vocab_size() > config->vocab_size) {
-    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits",
-                                    tokenizer->vocab_size(), config->vocab_size));
-  }
   auto spec = program->method_spec("forward");
   if (!spec.ok()) return bad_program(path, "it has no method 'forward'");
-  bool cache_positions = false;
-  KILN_RETURN_IF_ERROR(check_method(path, spec.value(), config.value(), &cache_positions));
+  auto meta = internal::read_llm_metadata(path, config_text.value(), tokenizer_text.value(), spec.value(), options.load);
+  if (!meta.ok()) return meta.status();
   auto method = program->load_method("forward");
   if (!method.ok()) return method.status();
 
   auto s = std::make_unique<internal::RunnerState>(std::move(program).value(), std::move(method).value(),
-                                                   std::move(tokenizer).value());
+                                                   std::move(meta->tokenizer));
   s->path = path;
-  s->config = std::move(config).value();
-  s->cache_positions_input = cache_positions;
+  s->config = std::move(meta->config);
+  s->cache_positions_input = meta->cache_positions;
   s->arange.resize(static_cast<size_t>(s->config.context_length));
   for (size_t i = 0; i < s->arange.size(); ++i) s->arange[i] = static_cast<int64_t>(i);
   auto jinja = s->program.metadata(kChatTemplateKey);

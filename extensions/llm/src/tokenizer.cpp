@@ -2,11 +2,10 @@
 #include "kiln/llm/tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
 
+#include "file.h"
 #include "json.h"
 #include "kiln/llm/gguf.h"
 #include "unicode.h"
@@ -57,6 +56,10 @@ using internal::CharClass;
 using internal::Json;
 using internal::PreStep;
 using internal::TokenizerData;
+
+// The largest tokenizer.json from_json_file reads (the biggest real ones are
+// tens of MB); parsing costs at most about 9 bytes per byte (json.h).
+constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;
 
 // GPT-2's reversible map from bytes to printable characters.
 void build_byte_alphabet(TokenizerData& d) {
@@ -129,31 +132,31 @@ Status parse_pre(const Json* node, std::vector<PreStep>* steps) {
   if (node == nullptr || node->is_null()) return Status::ok();
   const Json* type = node->get("type");
   KILN_CHECK_OR_RETURN(type && type->is_string(), InvalidArgument, "tokenizer.json: a pre_tokenizer has no type");
-  if (type->str == "Sequence") {
+  if (type->str() == "Sequence") {
     const Json* list = node->get("pretokenizers");
     KILN_CHECK_OR_RETURN(list && list->is_array(), InvalidArgument, "tokenizer.json: Sequence without pretokenizers");
-    for (const Json& item : list->items) KILN_RETURN_IF_ERROR(parse_pre(&item, steps));
+    for (const Json& item : list->items()) KILN_RETURN_IF_ERROR(parse_pre(&item, steps));
     return Status::ok();
   }
   auto flag = [&](const char* key, bool fallback) {
     const Json* v = node->get(key);
-    return v && v->is_bool() ? v->b : fallback;
+    return v && v->is_bool() ? v->b() : fallback;
   };
-  if (type->str == "Digits") {
+  if (type->str() == "Digits") {
     steps->push_back({PreStep::Digits, flag("individual_digits", false)});
     return Status::ok();
   }
-  if (type->str == "ByteLevel") {
+  if (type->str() == "ByteLevel") {
     steps->push_back({PreStep::ByteLevel, false, flag("add_prefix_space", true), flag("use_regex", true)});
     return Status::ok();
   }
-  return Status(Error::NotSupported, "tokenizer.json: pre_tokenizer '" + type->str +
+  return Status(Error::NotSupported, "tokenizer.json: pre_tokenizer '" + std::string(type->str()) +
                                          "' is not supported (kiln reads ByteLevel and Digits)");
 }
 
 int32_t named_id(const TokenizerData& d, const Json* node) {
   if (node == nullptr || !node->is_string()) return -1;
-  auto it = d.ids.find(node->str);
+  auto it = d.ids.find(std::string(node->str()));
   return it == d.ids.end() ? -1 : it->second;
 }
 
@@ -207,8 +210,8 @@ void split_digits(std::string_view text, bool individual, std::vector<std::strin
   internal::decode_utf8(text, &cps, &off);
   size_t start = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
-    bool digit = internal::char_class(cps[i]) == CharClass::Number;
-    bool prev_digit = i > 0 && internal::char_class(cps[i - 1]) == CharClass::Number;
+    bool digit = internal::is_numeric(cps[i]);
+    bool prev_digit = i > 0 && internal::is_numeric(cps[i - 1]);
     if (i > start && (digit != prev_digit || (digit && individual))) {
       out->push_back(text.substr(off[start], off[i] - off[start]));
       start = i;
@@ -225,7 +228,7 @@ Tokenizer::~Tokenizer() = default;
 Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
   auto parsed = internal::parse_json(text, "tokenizer.json");
   if (!parsed.ok()) return parsed.status();
-  const Json& root = parsed.value();
+  const Json& root = parsed->root();
   KILN_CHECK_OR_RETURN(root.is_object(), InvalidArgument, "tokenizer.json: not a JSON object");
   auto d = std::make_shared<TokenizerData>();
 
@@ -235,39 +238,44 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
   const Json* model = root.get("model");
   KILN_CHECK_OR_RETURN(model && model->is_object(), InvalidArgument, "tokenizer.json: no model");
   const Json* model_type = model->get("type");
-  KILN_CHECK_OR_RETURN(model_type == nullptr || (model_type->is_string() && model_type->str == "BPE"), NotSupported,
+  KILN_CHECK_OR_RETURN(model_type == nullptr || (model_type->is_string() && model_type->str() == "BPE"), NotSupported,
                        "tokenizer.json: model type '%s' is not supported (kiln reads BPE)",
-                       model_type && model_type->is_string() ? model_type->str.c_str() : "?");
+                       model_type && model_type->is_string() ? std::string(model_type->str()).c_str() : "?");
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
     const Json* v = model->get(key);
-    KILN_CHECK_OR_RETURN(v == nullptr || v->is_null() || (v->is_string() && v->str.empty()), NotSupported,
+    KILN_CHECK_OR_RETURN(v == nullptr || v->is_null() || (v->is_string() && v->str().empty()), NotSupported,
                          "tokenizer.json: BPE with %s is not supported", key);
   }
   const Json* byte_fallback = model->get("byte_fallback");
-  KILN_CHECK_OR_RETURN(byte_fallback == nullptr || !byte_fallback->is_bool() || !byte_fallback->b, NotSupported,
+  KILN_CHECK_OR_RETURN(byte_fallback == nullptr || !byte_fallback->is_bool() || !byte_fallback->b(), NotSupported,
                        "tokenizer.json: BPE with byte_fallback is not supported");
-  if (const Json* im = model->get("ignore_merges"); im && im->is_bool()) d->ignore_merges = im->b;
+  if (const Json* im = model->get("ignore_merges"); im && im->is_bool()) d->ignore_merges = im->b();
 
   const Json* vocab = model->get("vocab");
   KILN_CHECK_OR_RETURN(vocab && vocab->is_object(), InvalidArgument, "tokenizer.json: model.vocab is not an object");
-  // Ids are bounded by what the document can hold, so this never allocates more than it.
-  const int64_t max_id = static_cast<int64_t>(text.size());
+  // The table has one entry per id up to the largest: ids may leave holes, but
+  // fewer than the tokens the document names (plus 256), so that a few bytes
+  // cannot ask for a large table.
+  const Json* added_tokens = root.get("added_tokens");
+  const int64_t named = static_cast<int64_t>(vocab->size() + (added_tokens ? added_tokens->size() : 0));
+  const int64_t max_id = 2 * named + 256;
   auto place = [&](const std::string& token, int64_t id) -> Status {
-    KILN_CHECK_OR_RETURN(id >= 0 && id <= max_id && id < INT32_MAX, InvalidArgument,
-                         "tokenizer.json: token '%s' has id %lld, out of range", token.c_str(),
-                         static_cast<long long>(id));
+    KILN_CHECK_OR_RETURN(id >= 0 && id < max_id && id < INT32_MAX, InvalidArgument,
+                         "tokenizer.json: token '%s' has id %lld, out of range (the document names %lld tokens)",
+                         token.c_str(), static_cast<long long>(id), static_cast<long long>(named));
     if (static_cast<size_t>(id) >= d->tokens.size()) d->tokens.resize(static_cast<size_t>(id) + 1);
     d->tokens[static_cast<size_t>(id)] = token;
     return Status::ok();
   };
-  for (const auto& [token, idv] : vocab->members) {
+  d->tokens.reserve(vocab->size());
+  for (const auto& [token, idv] : vocab->members()) {
     int64_t id;
     KILN_CHECK_OR_RETURN(idv.as_int(&id), InvalidArgument, "tokenizer.json: vocab entry '%s' has no integer id",
-                         token.c_str());
-    KILN_RETURN_IF_ERROR(place(token, id));
+                         std::string(token).c_str());
+    KILN_RETURN_IF_ERROR(place(std::string(token), id));
   }
-  if (const Json* added = root.get("added_tokens"); added && added->is_array()) {
-    for (const Json& a : added->items) {
+  if (const Json* added = added_tokens; added && added->is_array()) {
+    for (const Json& a : added->items()) {
       const Json* content = a.get("content");
       const Json* idv = a.get("id");
       int64_t id;
@@ -275,29 +283,34 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
                            "tokenizer.json: an added token lacks content or id");
       for (const char* key : {"single_word", "lstrip", "rstrip"}) {
         const Json* v = a.get(key);
-        KILN_CHECK_OR_RETURN(v == nullptr || !v->is_bool() || !v->b, NotSupported,
+        KILN_CHECK_OR_RETURN(v == nullptr || !v->is_bool() || !v->b(), NotSupported,
                              "tokenizer.json: added token '%s' has %s, which kiln does not support",
-                             content->str.c_str(), key);
+                             std::string(content->str()).c_str(), key);
       }
-      KILN_RETURN_IF_ERROR(place(content->str, id));
+      const std::string text(content->str());
+      KILN_RETURN_IF_ERROR(place(text, id));
       const Json* special = a.get("special");
-      d->added.push_back({content->str, static_cast<int32_t>(id), special && special->is_bool() && special->b});
+      d->added.push_back({text, static_cast<int32_t>(id), special && special->is_bool() && special->b()});
     }
   }
   std::vector<std::pair<std::string, std::string>> merges;
   if (const Json* m = model->get("merges"); m && m->is_array()) {
-    merges.reserve(m->items.size());
-    for (const Json& item : m->items) {
+    merges.reserve(m->size());
+    for (const Json& item : m->items()) {
       if (item.is_string()) {  // "a b" (the older format)
-        size_t space = item.str.find(' ', 1);
+        const std::string_view text = item.str();
+        size_t space = text.find(' ', 1);
         KILN_CHECK_OR_RETURN(space != std::string::npos, InvalidArgument, "tokenizer.json: merge '%s' has no space",
-                             item.str.c_str());
-        merges.emplace_back(item.str.substr(0, space), item.str.substr(space + 1));
+                             std::string(text).c_str());
+        merges.emplace_back(text.substr(0, space), text.substr(space + 1));
       } else {
-        KILN_CHECK_OR_RETURN(item.is_array() && item.items.size() == 2 && item.items[0].is_string() &&
-                                 item.items[1].is_string(),
-                             InvalidArgument, "tokenizer.json: a merge is neither \"a b\" nor [a, b]");
-        merges.emplace_back(item.items[0].str, item.items[1].str);
+        KILN_CHECK_OR_RETURN(item.is_array() && item.size() == 2, InvalidArgument,
+                             "tokenizer.json: a merge is neither \"a b\" nor [a, b]");
+        const Json& left = *item.items().begin();
+        const Json& right = *++item.items().begin();
+        KILN_CHECK_OR_RETURN(left.is_string() && right.is_string(), InvalidArgument,
+                             "tokenizer.json: a merge is neither \"a b\" nor [a, b]");
+        merges.emplace_back(left.str(), right.str());
       }
     }
   }
@@ -307,9 +320,9 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
                        "tokenizer.json: no ByteLevel pre_tokenizer; kiln reads byte-level BPE tokenizers only");
   if (const Json* dec = root.get("decoder"); dec && !dec->is_null()) {
     const Json* type = dec->get("type");
-    KILN_CHECK_OR_RETURN(type && type->is_string() && type->str == "ByteLevel", NotSupported,
+    KILN_CHECK_OR_RETURN(type && type->is_string() && type->str() == "ByteLevel", NotSupported,
                          "tokenizer.json: decoder '%s' is not supported (kiln reads ByteLevel)",
-                         type && type->is_string() ? type->str.c_str() : "?");
+                         type && type->is_string() ? std::string(type->str()).c_str() : "?");
   }
   KILN_RETURN_IF_ERROR(finish(*d, merges));
   d->unk_id = named_id(*d, model->get("unk_token"));
@@ -326,11 +339,11 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
 }
 
 Result<Tokenizer> Tokenizer::from_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(Error::NotFound, "cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto t = from_json(ss.str());
+  auto file = internal::InputFile::open(path, "tokenizer.json", 0, kMaxJsonFileBytes);
+  if (!file.ok()) return file.status();
+  auto text = file->read_all();
+  if (!text.ok()) return text.status();
+  auto t = from_json(text.value());
   if (!t.ok()) return Status(t.status()).with_context("'" + path + "'");
   return t;
 }
@@ -579,12 +592,10 @@ std::string Tokenizer::to_json() const {
   s += d.unk_id >= 0 ? json_quote(d.tokens[static_cast<size_t>(d.unk_id)]) : "null";
   s += ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,";
   s += std::string("\"ignore_merges\":") + (d.ignore_merges ? "true" : "false") + ",\"vocab\":{";
-  bool first = true;
+  // Every id, repeated spellings included (a GGUF vocabulary may repeat one):
+  // from_json places each member at its id, so the table comes back as it was.
   for (size_t i = 0; i < d.tokens.size(); ++i) {
-    auto it = d.ids.find(d.tokens[i]);
-    if (it == d.ids.end() || it->second != static_cast<int32_t>(i)) continue;  // an id nothing names
-    s += (first ? "" : ",") + json_quote(d.tokens[i]) + ":" + std::to_string(i);
-    first = false;
+    s += (i ? "," : "") + json_quote(d.tokens[i]) + ":" + std::to_string(i);
   }
   s += "},\"merges\":[";
   for (size_t r = 0; r < d.merge_list.size(); ++r) {

@@ -74,6 +74,11 @@ CharClass char_class(uint32_t cp) {
   return CharClass::Other;
 }
 
+bool is_numeric(uint32_t cp) {
+  if (cp < 0x80) return cp >= '0' && cp <= '9';
+  return in_ranges(kNumericRanges, cp);
+}
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

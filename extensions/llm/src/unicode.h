@@ -11,8 +11,11 @@ namespace kiln::llm::internal {
 
 enum class CharClass : uint8_t { Letter, Number, Space, Other };
 
-// \p{L}, \p{N} (Rust's char::is_numeric), \s (White_Space), or none of them.
+// \p{L}, \p{N}, \s (White_Space), or none of them: the classes of the GPT-2 split.
 CharClass char_class(uint32_t cp);
+// Rust's char::is_numeric (categories N*, at the Unicode version of the Rust
+// standard library `tokenizers` is built with): what the Digits pre-tokenizer splits on.
+bool is_numeric(uint32_t cp);
 
 // Decodes valid UTF-8 into code points and their byte offsets (offsets has one
 // more entry: the end). Invalid bytes become U+FFFD of length 1.

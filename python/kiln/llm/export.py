@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .. import _kiln
-from ..errors import ExportError, NotSupported
+from ..errors import ExportError, InvalidProgram, NotSupported
 from ..export import export
 from ..export.report import ExportReport
 from .gguf import QUANTIZED_TYPES, GgufFile
@@ -111,6 +111,49 @@ def config_from_gguf(g: GgufFile) -> LlamaConfig:
     if g.metadata.get(f"{arch}.rope.scaling.type", "none") not in ("none", None):
         raise NotSupported(f"'{g.path}': RoPE scaling '{g.metadata[f'{arch}.rope.scaling.type']}' is not supported")
     return cfg
+
+
+_LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+                  "ffn_down")
+
+
+def expected_tensors(cfg: LlamaConfig):
+    """(GGUF tensor name, shape in torch order) of every tensor a Llama of `cfg` needs
+    (output.weight only when the embeddings are not tied), layer by layer."""
+    hd, dim, hidden = cfg.head_dim, cfg.dim, cfg.hidden_dim
+    yield "token_embd.weight", (cfg.vocab_size, dim)
+    yield "output_norm.weight", (dim,)
+    if not cfg.tied_embeddings:
+        yield "output.weight", (cfg.vocab_size, dim)
+    shapes = ((dim,), (cfg.n_heads * hd, dim), (cfg.n_kv_heads * hd, dim), (cfg.n_kv_heads * hd, dim),
+              (dim, cfg.n_heads * hd), (dim,), (hidden, dim), (hidden, dim), (dim, hidden))
+    for i in range(cfg.n_layers):
+        for part, shape in zip(_LAYER_TENSORS, shapes):
+            yield f"blk.{i}.{part}.weight", shape
+
+
+def check_tensors(g: GgufFile, cfg: LlamaConfig) -> None:
+    """Every tensor `cfg` (the file's metadata) implies is in the file with the shape it
+    implies: checked before anything is built from the metadata, so that the sizes
+    the model, its rotary tables and its caches are made with are those of weights the
+    file really holds (whose bytes the reader checked lie inside the file), not merely
+    what its metadata claims. InvalidProgram names the metadata and the tensor."""
+    arch = g.metadata.get("general.architecture")
+    sizes = (f"{arch}.block_count {cfg.n_layers}, {arch}.embedding_length {cfg.dim}, "
+             f"{arch}.feed_forward_length {cfg.hidden_dim}, {arch}.attention.head_count {cfg.n_heads}, "
+             f"{arch}.attention.head_count_kv {cfg.n_kv_heads}, vocabulary {cfg.vocab_size}")
+    needed = 2 + (not cfg.tied_embeddings) + len(_LAYER_TENSORS) * cfg.n_layers
+    if needed > len(g.tensors):
+        raise InvalidProgram(f"'{g.path}': {arch}.block_count {cfg.n_layers} implies {needed} tensors but the file "
+                             f"has {len(g.tensors)}")
+    for name, shape in expected_tensors(cfg):
+        t = g.tensors.get(name)
+        if t is None:
+            raise InvalidProgram(f"'{g.path}': the metadata ({sizes}) implies a tensor '{name}', which the file "
+                                 "does not have")
+        if t.shape != shape:
+            raise InvalidProgram(f"'{g.path}': tensor '{name}' is {list(t.shape)}, but the metadata ({sizes}) "
+                                 f"implies {list(shape)}")
 
 
 def state_from_gguf(g: GgufFile, cfg: LlamaConfig) -> dict:
@@ -221,6 +264,7 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     gguf_path = os.fspath(gguf_path)
     g = GgufFile(gguf_path)
     cfg = config_from_gguf(g)
+    check_tensors(g, cfg)
     tokenizer = _kiln.llm.Tokenizer.from_gguf(gguf_path)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise ExportError(f"'{gguf_path}': the tokenizer has {tokenizer.vocab_size} tokens, the model {cfg.vocab_size}")

@@ -53,11 +53,17 @@ struct GgufData;
 
 // Everything a file says is checked against its real size before use: a
 // truncated or hostile file is an InvalidProgram error naming what is wrong,
-// never a read out of bounds or an allocation the file merely asks for.
+// never a read out of bounds or an allocation the file merely asks for: what
+// the reader keeps is at most a small multiple of the file's metadata bytes.
+// Tensor names are unique (a repeated one is refused).
 class KILN_LLM_API GgufFile {
  public:
-  // Memory-maps the file and reads the header, metadata and tensor table.
+  // Memory-maps the file and reads the header, metadata and tensor table. The
+  // path must name a regular file (a FIFO or a device is InvalidArgument,
+  // refused without reading from it).
   static Result<GgufFile> open(const std::string& path);
+  // The same from a copy of `size` bytes; `name` stands for the path in messages.
+  static Result<GgufFile> from_copy(const void* data, size_t size, const std::string& name = "<buffer>");
 
   uint32_t version() const;
   const std::string& path() const;
@@ -79,6 +85,7 @@ class KILN_LLM_API GgufFile {
 
  private:
   explicit GgufFile(std::unique_ptr<internal::GgufData> data);
+  static Status parse(internal::GgufData& data);
   std::unique_ptr<internal::GgufData> d_;
 };
 

@@ -32,6 +32,7 @@ struct TokenizerData;
 class KILN_LLM_API Tokenizer {
  public:
   static Result<Tokenizer> from_json(std::string_view json);
+  // A regular file of at most 256 MiB (a FIFO or a device is InvalidArgument).
   static Result<Tokenizer> from_json_file(const std::string& path);
   // tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre "smollm" (digits split
   // one by one) or "gpt-2"/"default"; control and user-defined tokens are added
@@ -39,7 +40,10 @@ class KILN_LLM_API Tokenizer {
   static Result<Tokenizer> from_gguf(const GgufFile& gguf);
   static Result<Tokenizer> from_gguf_file(const std::string& path);
 
-  // A Hugging Face tokenizer.json equivalent to this tokenizer.
+  // A Hugging Face tokenizer.json equivalent to this tokenizer, always valid
+  // UTF-8; from_json reads back the same vocabulary. A token that is not valid
+  // UTF-8 (a GGUF vocabulary may hold one) has its stray bytes written as
+  // \udcXX escapes, which only kiln reads back as bytes.
   std::string to_json() const;
 
   // Added tokens in the text become their ids when parse_special is true;
