@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
     if not full_tier(config):
         later = pytest.mark.skip(reason="full tier: scripts/test.sh --full (or pytest --full)")
         for item in items:
-            if "full" in item.keywords:
+            if item.get_closest_marker("full") is not None:
                 item.add_marker(later)
     # G9: a static build has no libkiln.so.0 and no C++ SDK; tests of those are
     # skipped there (and reported as skipped), every other test still runs.
