@@ -65,14 +65,20 @@ def build(build_dir: Path, targets: list[str]) -> Path:
     clang = shutil.which("clang++-19") or shutil.which("clang++")
     if clang is None:
         sys.exit("fuzz.py: libFuzzer needs clang (Debian: clang-19 libclang-rt-19-dev; scripts/setup.sh installs them)")
+    env = dict(os.environ)
+    launcher = []
+    ccache_dir = REPO / "build" / "ccache"  # scripts/setup.sh's compiler cache: reruns recompile nothing
+    if (ccache_dir / "ccache.conf").exists() and shutil.which("ccache"):
+        env["CCACHE_DIR"] = str(ccache_dir)
+        launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     if not (build_dir / "CMakeCache.txt").exists():
         subprocess.run([_tool("cmake"), "-S", str(REPO), "-B", str(build_dir), "-G", "Ninja",
                         f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", f"-DCMAKE_CXX_COMPILER={clang}",
                         "-DKILN_BUILD_PYTHON=OFF", "-DKILN_BUILD_SHARED=OFF", "-DKILN_BUILD_TESTS=ON",
-                        "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O1 -g"],
-                       check=True, stdout=subprocess.DEVNULL)
+                        "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O1 -g", *launcher],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([_tool("cmake"), "--build", str(build_dir), "--target", *targets], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env=env)
     return build_dir / "tests" / "cpp"
 
 

@@ -21,7 +21,24 @@ import kiln  # noqa: E402  (after the path set-up above, which never adds the so
 STATIC_RUNTIME = kiln._kiln.STATIC_RUNTIME
 
 
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=os.environ.get("KILN_TEST_TIER") == "full",
+                     help="also run the full tier (tests marked `full`: whole sanitizer, qemu and fuzz runs, "
+                          "sweeps); scripts/test.sh --full sets it (KILN_TEST_TIER=full)")
+
+
+def full_tier(config) -> bool:
+    return bool(config.getoption("--full"))
+
+
 def pytest_collection_modifyitems(config, items):
+    # The default tier is what a user and CI run; the `full` tests are the long
+    # runs a fast subset stands for there (docs/developing.md lists them).
+    if not full_tier(config):
+        later = pytest.mark.skip(reason="full tier: scripts/test.sh --full (or pytest --full)")
+        for item in items:
+            if item.get_closest_marker("full") is not None:
+                item.add_marker(later)
     # G9: a static build has no libkiln.so.0 and no C++ SDK; tests of those are
     # skipped there (and reported as skipped), every other test still runs.
     if STATIC_RUNTIME:
@@ -101,6 +118,19 @@ def exported(model_dir):
     return get
 
 
+CCACHE_CONFIG = REPO / "build" / "ccache" / "ccache.conf"  # written by scripts/setup.sh
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module (scripts/fuzz.py builds and runs the fuzz targets)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"kiln_script_{name}", REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def cmake_executable() -> str:
     exe = shutil.which("cmake", path=sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", ""))
     assert exe, "cmake is not installed (pip install cmake)"
@@ -115,6 +145,11 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
     cmake = cmake or cmake_executable()
     env = env or clean_env()
     args = [cmake, "-S", str(source), "-B", str(build), "-G", generator, "-DCMAKE_BUILD_TYPE=Release"]
+    if source == REPO and CCACHE_CONFIG.exists() and shutil.which("ccache"):
+        # scripts/setup.sh built the wheel through this cache: the source tree's own builds with the
+        # wheel's flags (the kernel harness) reuse its objects, and every rerun reuses its own.
+        env = {**env, "CCACHE_DIR": str(CCACHE_CONFIG.parent)}
+        args.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
     if generator == "Ninja":
         ninja = shutil.which("ninja", path=sysconfig.get_path("scripts") + os.pathsep + env.get("PATH", ""))
         if ninja:
@@ -128,22 +163,35 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
     return proc
 
 
-def assert_close(actual, expected, tol: float, what: str = "output") -> None:
-    """G7: `actual` has `expected`'s shape and is within `tol` of the output's scale (its largest finite
-    magnitude). A NaN must meet a NaN and an infinity the same infinity; a failure names the worst element."""
+def assert_close(actual, expected, tol: float, what: str = "output", *, rtol: float | None = None,
+                 atol: float | None = None) -> None:
+    """`actual` has `expected`'s shape and every element is within both tolerances of its reference:
+    the absolute one of the guarantee, `tol` times the output's scale (its largest finite magnitude),
+    and a relative one of its own, |actual - expected| <= atol + rtol * |expected| (by default
+    rtol = tol and atol = tol / 16 of the scale), so that small elements cannot be wrong by as much as
+    the largest one may. A NaN must meet a NaN and an infinity the same infinity; a failure names the
+    worst element and the bound it broke."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, want {expected.shape}"
     a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
     finite = np.isfinite(e)
     scale = max(float(np.abs(e[finite]).max(initial=0.0)), 1e-6)
+    rtol = tol if rtol is None else rtol
+    atol = tol * scale / 16 if atol is None else atol
     with np.errstate(invalid="ignore"):
-        err = np.abs(a - e) / scale
-    err[np.isnan(err)] = np.inf  # NaN against a number, or inf - inf...
-    err[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0  # ...unless it is the same infinity, or NaN against NaN
-    if err.size and err.max() > tol:
-        at = np.unravel_index(int(err.argmax()), actual.shape)
-        raise AssertionError(f"{what}: error {err.max():.3g} of the scale {scale:.3g} at {tuple(map(int, at))} "
-                             f"(got {actual[at]}, want {expected[at]}), tolerance {tol:g}")
+        diff = np.abs(a - e)
+    diff[np.isnan(diff)] = np.inf  # NaN against a number, or inf - inf...
+    diff[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0  # ...unless it is the same infinity, or NaN against NaN
+    with np.errstate(invalid="ignore"):
+        relative = np.where(np.isfinite(e), atol + rtol * np.abs(e), 0.0)  # an infinity must be met exactly
+    for bound, name in ((np.full_like(diff, tol * scale), f"tolerance {tol:g} of the scale {scale:.3g}"),
+                        (relative, f"atol {atol:.3g} + rtol {rtol:g} x |expected|")):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            excess = np.where(diff > bound, diff / np.maximum(bound, 1e-300), 0.0)
+        if excess.size and excess.max() > 0:
+            at = np.unravel_index(int(excess.argmax()), actual.shape)
+            raise AssertionError(f"{what}: error {diff[excess.argmax()]:.3g} at {tuple(map(int, at))} "
+                                 f"(got {actual[at]}, want {expected[at]}) exceeds {name}")
 
 
 @pytest.fixture(scope="session")

@@ -33,4 +33,14 @@ def test_shape_mismatch_fails():
 def test_matching_values_pass():
     special = np.array([[NAN, INF, -INF], [1.0, -2.0, 1e-7]])
     assert_close(special, special.copy(), 0.0)
-    assert_close(np.array(WANT) + 3e-4, np.array(WANT), 1e-4)  # 3e-4 of the scale 4
+    assert_close(np.array(WANT) * (1 + 9e-5), np.array(WANT), 1e-4)  # within 1e-4 of each element
+    assert_close(np.array([1e-9, 4.0]), np.array([0.0, 4.0]), 1e-4)  # below atol: 1/16 of 1e-4 of the scale
+
+
+def test_small_elements_are_held_to_their_own_size():
+    # 3e-4 is within 1e-4 of the scale 4, but 3e-4 of the element 1.0: the per-element bound fails it.
+    with pytest.raises(AssertionError, match=r"at \(0,\) .* exceeds atol 2.5e-05 \+ rtol 0.0001"):
+        assert_close(np.array(WANT) + [3e-4, 0, 0, 0], np.array(WANT), 1e-4)
+    with pytest.raises(AssertionError, match=r"at \(1,\) "):  # 10% off, half the scale's tolerance
+        assert_close(np.array([1000.0, 0.45]), np.array([1000.0, 0.5]), 1e-4)
+    assert_close(np.array([1000.0, 0.45]), np.array([1000.0, 0.5]), 1e-4, rtol=0.2)  # a looser rtol admits it

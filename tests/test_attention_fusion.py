@@ -60,13 +60,16 @@ def export(tmp_path, model, mask_dtype=torch.int64, **kwargs):
     return path, report.methods["forward"]
 
 
-def run_both_tiers(path, model, t, mask, tolerance=TOLERANCE):
+def run_both_tiers(path, model, t, mask, tolerance=TOLERANCE, per_element=True):
+    """per_element=False where eager itself is only right to `tolerance` of the output's scale
+    (its float32 scores beside -10000): every element is held to that absolute bound alone."""
     x = torch.randn(1, t, 32)
     with torch.no_grad():
         want = model(x, mask).numpy()
+    atol = None if per_element else tolerance * float(np.abs(want).max())
     for kernels in ("optimized", "portable"):
         got = kiln.load(path, kernels=kernels).load_method("forward")(x.numpy(), mask.numpy())[0]
-        assert_close(got, want, tolerance, f"{kernels} kernels, {t} tokens")
+        assert_close(got, want, tolerance, f"{kernels} kernels, {t} tokens", atol=atol)
 
 
 @pytest.mark.parametrize("scale,mask", [("div", "padding"), ("div", "padding_first"), ("mul", "none"),
@@ -90,7 +93,7 @@ def test_minilm_like_padding_never_hides_a_whole_row(tmp_path):
     kernel adds the mask in float64)."""
     model = BertAttention("div", "padding")
     path, _ = export(tmp_path, model)
-    run_both_tiers(path, model, 7, torch.zeros(1, 7, dtype=torch.int64), tolerance=1e-3)
+    run_both_tiers(path, model, 7, torch.zeros(1, 7, dtype=torch.int64), tolerance=1e-3, per_element=False)
 
 
 @pytest.mark.parametrize("mask", ["float_input", "neg_inf_causal"])

@@ -12,12 +12,11 @@ scripts/fuzz.py (docs/fuzzing.md). fuzz_canary, a deliberate bug, must be
 found: without it a harness that never reports would pass.
 """
 
-import importlib.util
 import shutil
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_script
 
 pytestmark = pytest.mark.build_independent
 SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_gguf": 4, "fuzz_tokenizer_json": 4,
@@ -25,14 +24,7 @@ SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_gguf": 4, "fuz
 SEED_MODELS = ["mlp", "encoder", "tied", "two_methods", "dynamic_state", "mlp_dynamic_batch"]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("kiln_fuzz_script", REPO / "scripts" / "fuzz.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _script()
+fuzz = load_script("fuzz")
 
 
 @pytest.fixture(scope="module")

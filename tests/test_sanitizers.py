@@ -1,7 +1,13 @@
-"""G8 under AddressSanitizer and UBSan: the kernels' own checks and a corpus of corrupt
-programs run in C++ programs built from this source tree with sanitizers. A Python
-test sees a crash; only a sanitizer sees an out-of-bounds read that happens not to crash.
-A canary program with a deliberate error of each kind shows that the sanitizers are there.
+"""Bad input under AddressSanitizer and UBSan, threads under ThreadSanitizer: a corpus of corrupt
+programs, the kernels' own checks and concurrent calls run in C++ programs built from this source
+tree with sanitizers. A Python test sees a crash; only a sanitizer sees an out-of-bounds read that
+happens not to crash, or a race that happens to give the right answer. A canary program with a
+deliberate error of each kind shows that the sanitizers are there.
+
+The default tier takes its ASan/UBSan programs from the clang build that tests/test_fuzz.py makes
+anyway (KILN_SANITIZE=fuzzer instruments everything with ASan and UBSan too; programs other than
+the fuzz targets link without libFuzzer); the full tier builds them with GCC as well, with the
+kernel harness (docs/developing.md).
 """
 
 import os
@@ -13,20 +19,32 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, build_cmake_project, clean_env
+from conftest import REPO, build_cmake_project, clean_env, full_tier, load_script
 
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent
 HEADER = struct.Struct("<8sIIQQQQQ8x")
+PROGRAMS = ("sanitizer_canary", "run_programs")
 
 
-@pytest.fixture(scope="module")
-def sanitized() -> Path:
+def gcc_sanitized() -> Path:
     build_cmake_project(REPO, BUILD, defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "ON", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g"},
-        targets=("sanitizer_canary", "kernel_tiers_test", "run_programs"))
+        targets=(*PROGRAMS, "kernel_tiers_test"))
     return BUILD / "tests" / "cpp"
+
+
+@pytest.fixture(scope="module", params=["clang", "gcc"])
+def sanitized(request) -> Path:
+    """The ASan/UBSan programs: from the fuzz build (clang), and in the full tier from GCC's too."""
+    if request.param == "gcc":
+        if not full_tier(request.config):
+            pytest.skip("full tier: scripts/test.sh --full (or pytest --full)")
+        return gcc_sanitized()
+    if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
+        return gcc_sanitized()  # no clang here: GCC's build is the only one
+    return load_script("fuzz").build(REPO / "build" / "fuzz", list(PROGRAMS))
 
 
 def sanitizer_env():
@@ -52,9 +70,11 @@ def test_the_programs_are_instrumented(sanitized, program):
     assert "__asan_report_load" in symbols and "__ubsan_handle_" in symbols
 
 
-def test_kernel_checks(sanitized):
+@pytest.mark.full
+def test_kernel_checks():
     """The kernel harness under ASan and UBSan: every portable kernel against its naive reference and
     the hostile arguments it must refuse, every optimized kernel against it at every ISA level."""
+    sanitized = gcc_sanitized()
     proc = subprocess.run([str(sanitized / "kernel_tiers_test")], capture_output=True, text=True,
                           env=sanitizer_env(), timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -70,8 +90,26 @@ def thread_sanitized() -> Path:
     build_cmake_project(REPO, REPO / "build" / "tsan", defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g",
-        "CMAKE_CXX_COMPILER": clang}, targets=("concurrent_methods", "shared_method"))
+        "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
+
+
+TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66"}
+
+
+def test_a_deliberate_race_is_reported(thread_sanitized):
+    """The positive control of the ThreadSanitizer tests: two threads write one int without a lock."""
+    proc = subprocess.run([str(thread_sanitized / "sanitizer_canary"), "data-race"], capture_output=True,
+                          text=True, env=clean_env(**TSAN_ENV), timeout=120)
+    assert proc.returncode == 66 and "WARNING: ThreadSanitizer: data race" in proc.stderr, \
+        f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("program", ["concurrent_methods", "shared_method"])
+def test_the_thread_programs_are_instrumented(thread_sanitized, program):
+    symbols = subprocess.run(["nm", str(thread_sanitized / program)], capture_output=True, text=True,
+                             check=True).stdout
+    assert "__tsan_read" in symbols and "__tsan_func_entry" in symbols
 
 
 @pytest.mark.parametrize("name", ["cnn", "encoder"])
@@ -80,8 +118,7 @@ def test_methods_run_concurrently_under_tsan(thread_sanitized, exported, name):
     the pool) while a fourth thread resizes the pool: same results as alone, and
     ThreadSanitizer reports nothing."""
     proc = subprocess.run([str(thread_sanitized / "concurrent_methods"), str(exported(name)[0]), "8"],
-                          capture_output=True, text=True, timeout=900,
-                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+                          capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert "0 mismatches, 0 errors" in proc.stdout
 
@@ -93,8 +130,7 @@ def test_one_method_shared_by_threads_under_tsan(thread_sanitized, exported, nam
     the turn (it runs or is refused with Busy) and one resetting state: every
     caller reads its own outputs and ThreadSanitizer reports nothing."""
     proc = subprocess.run([str(thread_sanitized / "shared_method"), str(exported(name)[0]), "8"],
-                          capture_output=True, text=True, timeout=900,
-                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+                          capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert "0 mismatches, 0 errors" in proc.stdout
 
@@ -141,9 +177,10 @@ def test_valid_programs_run_clean(sanitized, exported):
 
 
 @pytest.mark.parametrize("name", ["cnn", "encoder", "dynamic_state"])
-def test_corrupt_programs_under_sanitizers(sanitized, exported, tmp_path, name):
+def test_corrupt_programs_under_sanitizers(request, sanitized, exported, tmp_path, name):
     base = exported(name)[0].read_bytes()
-    paths = corrupt_corpus(base, seed=len(name), flips=1500, out=tmp_path)
+    flips = 1500 if full_tier(request.config) else 300  # a fifth of the corpus by default
+    paths = corrupt_corpus(base, seed=len(name), flips=flips, out=tmp_path)
     outcomes = run_programs(sanitized / "run_programs", paths)
     print(name, outcomes)
     assert sum(outcomes.values()) == len(paths)

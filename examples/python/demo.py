@@ -2,8 +2,9 @@
 
     python examples/python/demo.py OUT_DIR
 
-Writes OUT_DIR/model.kiln and OUT_DIR/input.bin (the raw float32 input that
-examples/cpp/hello reads), and prints the output so the C++ run can be compared.
+Writes OUT_DIR/model.kiln, OUT_DIR/input.bin (the raw float32 input that
+examples/cpp/hello reads) and OUT_DIR/output.bin (kiln's output, which
+scripts/demo.sh compares with the C++ run's), and prints the output.
 """
 
 import sys
@@ -51,9 +52,11 @@ def main() -> None:
     with torch.no_grad():
         expected = model(x).numpy()
     x.numpy().astype(np.float32).tofile(out / "input.bin")
+    result.astype(np.float32).tofile(out / "output.bin")
 
     print("--- Python (kiln.load) ---")
-    print(f"output 0 float32{list(result.shape)} sum={result.sum():.9g}")
+    # Summed in double precision, as examples/cpp/hello sums, so the two lines can be compared.
+    print(f"output 0 float32{list(result.shape)} sum={result.astype(np.float64).sum():.9g}")
     print("  values", " ".join(f"{v:.9g}" for v in result.ravel()[:8]), "...")
     print(f"max abs difference from eager PyTorch: {np.abs(result - expected).max():.3g}")
 

@@ -3,13 +3,15 @@
 // programs prove something.
 //   sanitizer_canary heap-overflow     reads one byte past a heap block (ASan)
 //   sanitizer_canary signed-overflow   overflows an int (UBSan)
+//   sanitizer_canary data-race         two threads write one int without a lock (TSan)
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: sanitizer_canary heap-overflow|signed-overflow\n");
+    std::fprintf(stderr, "usage: sanitizer_canary heap-overflow|signed-overflow|data-race\n");
     return 2;
   }
   // Sizes and values come from argc (2) and a volatile, so the compiler can neither
@@ -25,6 +27,15 @@ int main(int argc, char** argv) {
     volatile int largest = INT_MAX;
     const int overflowed = largest + argc;
     return overflowed > 0 ? 0 : 1;
+  }
+  if (std::strcmp(argv[1], "data-race") == 0) {
+    int shared = 0;
+    std::thread other([&] {
+      for (int i = 0; i < 1000; ++i) shared += argc;
+    });
+    for (int i = 0; i < 1000; ++i) shared += argc;
+    other.join();
+    return shared > 0 ? 0 : 1;
   }
   std::fprintf(stderr, "unknown mode '%s'\n", argv[1]);
   return 2;
