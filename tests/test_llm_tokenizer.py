@@ -126,7 +126,7 @@ def _newer_characters() -> list:
     `regex` package (Unicode 17.0) knows: the additions of Unicode 15.0 to 17.0."""
     import unicodedata
 
-    regex = pytest.importorskip("regex")
+    import regex  # the test extra
     assigned = regex.compile(r"[^\p{Cn}\p{Cs}\p{Co}]")
     return [chr(cp) for cp in range(0x80, 0x110000)
             if unicodedata.category(chr(cp)) == "Cn" and assigned.match(chr(cp))]

@@ -19,6 +19,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import gguf  # the test extra: without it these tests fail, as without any test dependency
 import numpy as np
 import pytest
 
@@ -27,7 +28,6 @@ from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
-gguf = pytest.importorskip("gguf")  # the test extra
 Q = gguf.GGMLQuantizationType
 
 
