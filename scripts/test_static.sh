@@ -25,11 +25,13 @@ KILN_BUILD_SHARED=OFF "$venv/bin/python" -m pip install --quiet --disable-pip-ve
 if [ "${KILN_TEST_TIER:-}" = full ]; then
   tests=(tests)
 else
-  tests=(tests/test_static_build.py tests/test_no_torch.py tests/test_errors.py tests/test_inputs.py
+  # Not the whole-SmolLM2 tests (whole_llm): the shared pass runs them, and the code they reach is the same.
+  tests=(-m "not whole_llm"
+         tests/test_static_build.py tests/test_no_torch.py tests/test_errors.py tests/test_inputs.py
          tests/test_registry.py tests/test_kernel_tiers.py tests/test_missing_kernel.py tests/test_models.py
          tests/test_state.py tests/test_threads.py tests/test_buffers_and_files.py tests/test_corrupt_files.py
          tests/test_hostile_sizes_and_state.py tests/test_program_metadata.py tests/test_quantized.py
-         tests/test_llm.py tests/test_llm_tokenizer.py tests/test_first_hour.py)
+         tests/test_llm.py tests/test_llm_tokenizer.py tests/test_llm_files.py tests/test_first_hour.py)
 fi
 # A base directory of its own: this pass runs beside the shared one (scripts/test.sh).
 "$venv/bin/python" -m pytest "${tests[@]}" --basetemp="${TMPDIR:-/tmp}/kiln-static-pytest" "$@"

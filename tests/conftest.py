@@ -27,6 +27,9 @@ def pytest_addoption(parser):
                           "sweeps); scripts/test.sh --full sets it (KILN_TEST_TIER=full)")
 
 
+WHOLE_LLM_FIXTURES = {"smollm2", "smol"}  # tests/test_llm.py, tests/test_quantized.py, tests/test_zoo.py
+
+
 def full_tier(config) -> bool:
     return bool(config.getoption("--full"))
 
@@ -39,6 +42,11 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("full") is not None:
                 item.add_marker(later)
+    # Tests of the whole SmolLM2 program (an export of a minute or more) are marked `whole_llm`, so
+    # that the static pass's default tier can leave them to the shared pass (scripts/test_static.sh).
+    for item in items:
+        if WHOLE_LLM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.whole_llm)
     # G9: a static build has no libkiln.so.0 and no C++ SDK; tests of those are
     # skipped there (and reported as skipped), every other test still runs.
     if STATIC_RUNTIME:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import REPO, build_cmake_project, clean_env
+from conftest import REPO, build_cmake_project, clean_env, full_tier
 from program_builder import single_op_program
 
 PORTABLE, OPTIMIZED = 0, 100
@@ -231,8 +231,9 @@ def test_optimized_kernels_match_the_reference_at_every_isa_level():
 
 
 @pytest.mark.build_independent
-def test_neon_kernels_match_the_reference_under_qemu():
-    """The aarch64 build (NEON level) cross-compiled here and run under qemu-user."""
+def test_neon_kernels_match_the_reference_under_qemu(request):
+    """The aarch64 build (NEON level) cross-compiled here and run under qemu-user: every case on one
+    pool thread, and in the full tier on two as well (emulation makes the run the costliest here)."""
     import shutil
 
     missing = [tool for tool in ("aarch64-linux-gnu-g++", "qemu-aarch64") if shutil.which(tool) is None]
@@ -245,8 +246,9 @@ def test_neon_kernels_match_the_reference_under_qemu():
         "CMAKE_TOOLCHAIN_FILE": str(REPO / "cmake" / "toolchains" / "aarch64-linux-gnu.cmake")},
         targets=("kernel_tiers_test",))
     program = str(build / "tests" / "cpp" / "kernel_tiers_test")
-    proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", program], capture_output=True, text=True,
-                          env=clean_env(), timeout=3600)
+    threads = [] if full_tier(request.config) else ["--threads", "1"]
+    proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", program, *threads], capture_output=True,
+                          text=True, env=clean_env(), timeout=3600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
     assert proc.stdout.splitlines()[-1].endswith(", 0 failures"), proc.stdout[-2000:]
     # The NEON tables really ran (qemu-aarch64 emulates a CPU with every feature the level needs).

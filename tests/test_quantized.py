@@ -238,8 +238,14 @@ def _perplexity(logits, ids):
     return float(math.exp(nll.mean()))
 
 
+SCHEMES = {"float32": None, "int8": "int8", "int4": "int4", "int4_sym_g64": {"scheme": "int4_sym", "group_size": 64},
+           "gguf": "the GGUF's own blocks"}
+
+
 @pytest.fixture(scope="module")
 def smol(tmp_path_factory):
+    """(float32 eager model, TEXT's ids, its eager logits, program(scheme) -> path): each program is
+    exported once, when a test first asks for it (a whole-model export takes tens of seconds)."""
     import torch
     from kiln.export import export
     from zoo import smollm2 as zoo
@@ -251,29 +257,35 @@ def smol(tmp_path_factory):
     example = (torch.zeros(1, 4, dtype=torch.int64), torch.arange(4))
     dims = ({1: tokens}, {0: tokens})
     folder = tmp_path_factory.mktemp("smol_quantized")
-    paths = {}
-    for name, options in (("float32", None), ("int8", "int8"), ("int4", "int4"),
-                          ("int4_sym_g64", {"scheme": "int4_sym", "group_size": 64})):
-        paths[name] = folder / f"{name}.kiln"
-        export(model, example, paths[name], dynamic_shapes=dims, quantize=options)
-        zoo.reset_cache(model)
-    paths["gguf"] = folder / "gguf.kiln"
-    export(smollm2_gguf.load_smollm2_gguf(capacity=CAPACITY), example, paths["gguf"], dynamic_shapes=dims)
     with torch.no_grad():
         ref = model(torch.tensor([ids]), torch.arange(len(ids))).numpy()
     zoo.reset_cache(model)
-    return model, ids, ref, paths
+    paths = {}
+
+    def program(name: str):
+        if name not in paths:
+            path = folder / f"{name}.kiln"
+            if name == "gguf":
+                export(smollm2_gguf.load_smollm2_gguf(capacity=CAPACITY), example, path, dynamic_shapes=dims)
+            else:
+                export(model, example, path, dynamic_shapes=dims, quantize=SCHEMES[name])
+                zoo.reset_cache(model)
+            paths[name] = path
+        return paths[name]
+
+    return model, ids, ref, program
 
 
+@pytest.mark.full
 def test_smollm2_quantized_accuracy(smol):
     """Perplexity on TEXT and the largest logit error against the float32 eager model (whose
     weights are the GGUF's, dequantized). The numbers are in docs/quantization.md."""
-    _, ids, ref, paths = smol
+    _, ids, ref, program = smol
     ppl_ref = _perplexity(ref, ids)
     scale = np.abs(ref).max()
     results = {}
-    for name, path in paths.items():
-        (logits,) = kiln.load(path).method("forward")(np.array([ids]), np.arange(len(ids)))
+    for name in SCHEMES:
+        (logits,) = kiln.load(program(name)).method("forward")(np.array([ids]), np.arange(len(ids)))
         err = np.abs(logits - ref)
         results[name] = (_perplexity(logits, ids), float(err.max() / scale), float(np.sqrt((err ** 2).mean())))
     print(f"\nSmolLM2-135M, {len(ids)} tokens: eager float32 perplexity {ppl_ref:.3f}")
@@ -293,13 +305,13 @@ def test_smollm2_gguf_program_decodes_like_float32_eager(torch, smol):
     ids of the float32 eager model built from the same (dequantized) weights."""
     from zoo import smollm2 as zoo
 
-    model, _, _, paths = smol
+    model, _, _, program = smol
     prompt = zoo.load_tokenizer().chat_prompt("What is the capital of France?")
     zoo.reset_cache(model)
     want = zoo.greedy_generate(model, prompt, 32)
     zoo.reset_cache(model)
     for kernels in ("optimized", "portable"):
-        method = kiln.load(paths["gguf"], kernels=kernels).method("forward")
+        method = kiln.load(program("gguf"), kernels=kernels).method("forward")
         (logits,) = method(np.array([prompt]), np.arange(len(prompt)))
         got, pos = [], len(prompt)
         while len(got) < len(want):

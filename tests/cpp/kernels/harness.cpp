@@ -4,7 +4,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "optimized/isa_dispatch.h"
 
@@ -213,9 +215,23 @@ int main(int argc, char** argv) {
     for (kiln::Isa isa : kiln::supported_isas()) std::printf("%s\n", kiln::isa_name(isa));
     return 0;
   }
-  const char* filter = argc > 1 ? argv[1] : "";
+  // kernel_tiers_test [--threads N] [FILTER]: the cases whose name holds FILTER, on 1 and 2 pool
+  // threads (or on N only: the default test tier runs the emulated aarch64 build on one).
+  const char* filter = "";
+  std::vector<int> thread_counts = {1, 2};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      thread_counts = {std::atoi(argv[++i])};
+      if (thread_counts[0] < 1) {
+        std::fprintf(stderr, "--threads takes a count of at least 1\n");
+        return 2;
+      }
+    } else {
+      filter = argv[i];
+    }
+  }
   int ran = 0;
-  for (int threads : {1, 2}) {
+  for (int threads : thread_counts) {
     kiln::set_num_threads(threads);
     for (const TestCase& t : tests()) {
       if (std::strstr(t.name, filter) == nullptr) continue;
