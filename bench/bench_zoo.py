@@ -102,7 +102,7 @@ def main() -> None:
                 lead = (f"{name:20} {export_s:8.2f} {report.file_size / 1e6:8.1f} {len(info.operators):4d} "
                         f"{info.num_instructions:6d} {load_ms:8.1f}") if i == 0 else " " * 59
                 print(f"{lead}  {label:16} {t_torch * 1e3:9.2f} {t_kiln * 1e3:9.2f} {t_kiln / t_torch:10.2f}")
-            del method
+            method = None  # its arenas go before the next model loads
 
 
 if __name__ == "__main__":

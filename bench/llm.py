@@ -142,6 +142,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from compare import Probe  # the machine probe of bench/compare.py
+
     from zoo import smollm2
 
     gguf = Path(args.gguf) if args.gguf else smollm2.gguf_path()

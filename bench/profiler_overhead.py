@@ -60,9 +60,9 @@ def export_models(out: Path) -> dict:
     import torch
 
     sys.path.insert(0, str(REPO / "tests"))
-    import models
-
     from kiln.export import export
+
+    import models
 
     class Add(torch.nn.Module):
         def forward(self, x, y):

@@ -65,6 +65,7 @@ def main() -> None:
     if not path.exists() or not saved.exists():
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import bench_zoo
+
         from kiln.export import export
 
         model, example, kwargs, calls = bench_zoo.cases(args.name, args.image)

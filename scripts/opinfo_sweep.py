@@ -702,7 +702,7 @@ OPERATORS_MD_MARKER = "<!-- the OpInfo summary below is written by scripts/opinf
 
 def operators_md_summary(report: dict, other: dict = None) -> str:
     """The section of docs/operators.md: the counts of the sweep (and of --compare), a link."""
-    st, s = report["summary"]["by_status"], report["summary"]
+    s = report["summary"]
     name = runtime_name(report)
     lines = [OPERATORS_MD_MARKER, "", "## OpInfo sweep", "",
              f"PyTorch's OpInfo samples ({s['num_samples']} {'/'.join(report['dtypes'])} samples of {s['operators']} OpInfos, "

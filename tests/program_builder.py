@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import struct
 
-from kiln.export.lowering.ir import (BOUND, FLOAT32, PLANNED, BackendCall, Delegate, Instruction, IntOp, MethodIR,
-                            ProgramIR, ScalarValue, TensorValue)
+from kiln.export.lowering.ir import (
+    BOUND,
+    FLOAT32,
+    PLANNED,
+    BackendCall,
+    Delegate,
+    Instruction,
+    IntOp,
+    MethodIR,
+    ProgramIR,
+    ScalarValue,
+    TensorValue,
+)
 from kiln.export.lowering.serialize import write_program
 
 

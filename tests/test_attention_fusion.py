@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import assert_close, clean_env
 
 HEADER = struct.Struct("<8sIIQQQQQ8x")

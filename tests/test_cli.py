@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import clean_env
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, build_cmake_project, clean_env, cmake_executable
 
 pytestmark = pytest.mark.shared_runtime

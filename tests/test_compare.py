@@ -12,8 +12,9 @@ from conftest import clean_env
 
 @pytest.mark.parametrize("name", ["encoder", "cnn", "dynamic_state"])
 def test_a_faithful_program_agrees_everywhere(torch, name):
-    import models
     from kiln.export import compare
+
+    import models
 
     model, inputs, kwargs = models.build(name)
     result = compare(model, inputs, **kwargs)
@@ -25,8 +26,9 @@ def test_a_faithful_program_agrees_everywhere(torch, name):
 def test_fused_kernels_are_met_with_the_operators_they_replace(torch):
     """cnn's relus are fused into its convolutions: each fused convolution is
     compared with the eager relu it stands for."""
-    import models
     from kiln.export import compare
+
+    import models
 
     model, inputs, _ = models.build("cnn")
     result = compare(model, inputs)

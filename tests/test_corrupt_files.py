@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import kiln
+
 from conftest import clean_env
 
 WORKER = Path(__file__).with_name("corrupt_worker.py")
@@ -63,7 +64,7 @@ def test_random_byte_flips(tmp_path, base):
         cases.append({"id": f"flip-{i}", "kind": "flip", "edits": edits})
     outcomes = {}
     for chunk in range(0, len(cases), 500):
-        for kind, counts in run_cases(tmp_path, base, cases[chunk:chunk + 500]).items():
+        for _kind, counts in run_cases(tmp_path, base, cases[chunk:chunk + 500]).items():
             for outcome, n in counts.items():
                 outcomes.setdefault(outcome, 0)
                 outcomes[outcome] += n

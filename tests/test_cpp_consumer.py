@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.shared_runtime

@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import REPO, assert_close, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.shared_runtime

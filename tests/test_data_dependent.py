@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import assert_close
 
 GEN = torch.Generator().manual_seed(7)
@@ -163,8 +164,8 @@ def test_memory_is_planned_for_the_bound(export_case):
 
 
 def test_inspect_shows_the_bound(export_case):
-    from subprocess import run
     import sys
+    from subprocess import run
 
     out = run([sys.executable, "-m", "kiln", "inspect", str(export_case("nonzero"))], capture_output=True,
               text=True, check=True).stdout

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -68,8 +69,9 @@ def test_sizes_beyond_the_bound_or_static_dims_are_refused(dynamic, shape, what)
 
 def test_two_dynamic_dims_in_attention(torch, tmp_path):
     """Batch and sequence both dynamic through attention (matmul, softmax, views)."""
-    import models
     from kiln.export import export
+
+    import models
 
     torch.manual_seed(1)
     model = models.EncoderBlock().eval()

@@ -16,6 +16,7 @@ from torch import nn
 import kiln
 import kiln.export
 from kiln.errors import ExportError, UnsupportedOperatorError
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -213,11 +214,11 @@ def test_a_write_that_fails_half_way_leaves_no_file(tmp_path, monkeypatch):
 
 def test_import_paths_of_the_public_names():
     """The names users import stay where the docs say they are."""
-    from kiln.export import PassContext, compare, export  # noqa: F401
-    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear, from_gguf_blocks, quantize  # noqa: F401
-
     import dataclasses
     import types
+
+    from kiln.export import PassContext, compare, export  # noqa: F401
+    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear, from_gguf_blocks, quantize  # noqa: F401
 
     fields = {f.name for f in dataclasses.fields(PassContext)}
     assert {"graph", "constants", "user_inputs", "input_names", "fused", "state", "mutated",

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, clean_env
 
 
@@ -60,8 +61,9 @@ def readme_program(tmp_path_factory) -> Path:
 
 @pytest.mark.shared_runtime  # the C++ SDK (pkg-config)
 def test_readme_cpp_program_compiles_warning_free_and_prints_an_output(readme_program, tmp_path, torch):
-    import models
     from kiln.export import export
+
+    import models
 
     model = models.ResidualCNN().eval()
     x = torch.zeros(1, 3, 32, 32)

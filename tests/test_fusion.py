@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import kiln
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -320,7 +321,16 @@ def test_float64_is_not_fused(tmp_path):
 def fused_program(path, op: str, *, activation="relu", residual_shape=None):
     """forward(x, w, residual) = op(x, w, None, residual, ...): x [1, 2, 5, 5], w [3, 2, 3, 3] for
     fused_conv2d (output [1, 3, 3, 3]), x [2, 4], w [3, 4] for fused_linear (output [2, 3])."""
-    from kiln.export.lowering.ir import BOUND, FLOAT32, PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.lowering.ir import (
+        BOUND,
+        FLOAT32,
+        PLANNED,
+        Instruction,
+        MethodIR,
+        ProgramIR,
+        ScalarValue,
+        TensorValue,
+    )
     from kiln.export.lowering.serialize import write_program
 
     conv = op == "kiln::fused_conv2d"

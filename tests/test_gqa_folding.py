@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+
 from conftest import assert_close
 
 

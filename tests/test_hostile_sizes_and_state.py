@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import clean_env
 from kiln.export.lowering.ir import FLOAT32, STATE, ScalarValue, TensorValue
+
+from conftest import clean_env
 from program_builder import sized_view_program
 
 X = np.arange(6, dtype=np.float32)
@@ -179,7 +180,7 @@ def test_an_int_list_used_many_times_costs_no_memory_per_use(tmp_path):
 
 
 def test_a_move_may_not_change_a_state_tensors_shape(tmp_path):
-    from kiln.export.lowering.ir import BOUND, PLANNED, MethodIR, Move, ProgramIR
+    from kiln.export.lowering.ir import BOUND, MethodIR, Move, ProgramIR
     from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")

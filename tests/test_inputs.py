@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import assert_close
 
 
@@ -79,7 +80,7 @@ def test_unknown_method(exported):
     with pytest.raises(kiln.KilnError, match="no method 'nope'"):
         program.method("nope")
     with pytest.raises(AttributeError, match="kiln.Program has no attribute or method 'nope'"):
-        program.nope
+        program.nope  # noqa: B018 (the attribute access is what raises)
 
 
 def test_torch_tensor_with_the_negative_bit(mlp):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, build_cmake_project, clean_env, full_tier
 from program_builder import single_op_program
 
@@ -261,6 +262,7 @@ def test_neon_kernels_match_the_reference_under_qemu(request):
 
 def test_export_report_says_which_tier_serves_each_method(tmp_path):
     import torch
+
     from kiln.export import export
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
@@ -284,6 +286,7 @@ def test_packed_weights_replace_the_mapped_copy(tmp_path, kernels):
     """A packed weight replaces the file's pages in memory instead of doubling them:
     loading and running a 64 MB MLP grows the process by about 64 MB either way."""
     import torch
+
     from kiln.export import export
 
     torch.manual_seed(0)

@@ -20,12 +20,12 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import kiln
-from conftest import clean_env
 from kiln.llm import Runner
+
+from conftest import clean_env
 
 QUESTION = "Write a short poem about the sea, with rhymes."
 
@@ -83,8 +83,10 @@ def test_chat_answers_with_the_template(smollm2):
 
 def test_kiln_reads_the_weights_the_gguf_package_reads():
     import torch
+
     from kiln.llm.export import config_from_gguf, state_from_gguf
     from kiln.llm.gguf import GgufFile
+
     from zoo import smollm2 as zoo
 
     cfg, want, _ = zoo._load()
@@ -239,6 +241,7 @@ def test_a_program_without_llm_metadata_is_refused(exported):
 
 def test_a_program_without_a_tokenizer_is_refused(tiny, tmp_path):
     import torch
+
     from kiln.export import export
 
     config = kiln.load(tiny).metadata("kiln.llm.config")
@@ -250,6 +253,7 @@ def test_a_program_without_a_tokenizer_is_refused(tiny, tmp_path):
 
 def test_a_program_whose_method_is_not_an_llm_is_refused(tiny, tmp_path):
     import torch
+
     from kiln.export import export
 
     program = kiln.load(tiny)
@@ -299,6 +303,7 @@ def test_default_weights_keep_the_gguf_bits_or_say_why_not(tmp_path):
     import importlib.util
 
     from kiln.llm.export import export_gguf
+
     from zoo import smollm2 as zoo
 
     path = tmp_path / "default.kiln"

@@ -29,11 +29,12 @@ import textwrap
 
 import numpy as np
 import pytest
+from llm_files import tiny_llama, write_gguf
 
 import kiln
-from conftest import REPO, clean_env
 from kiln.llm import Tokenizer, read_gguf
-from llm_files import gguf_bytes, tiny_llama, write_gguf
+
+from conftest import REPO, clean_env
 
 TESTS = REPO / "tests"
 

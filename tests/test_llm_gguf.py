@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import clean_env
 from kiln.llm import Tokenizer, read_gguf
+
+from conftest import clean_env
 
 
 @pytest.fixture(scope="module")

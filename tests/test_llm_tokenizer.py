@@ -74,7 +74,8 @@ def vocab():
 @pytest.fixture(scope="module")
 def reference(vocab):
     """SmolLM2's tokenizer in Hugging Face `tokenizers`, built from the GGUF vocabulary."""
-    from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
 
     assert vocab["pre"] == "smollm"
     ids = {t: i for i, t in enumerate(vocab["tokens"])}
@@ -137,7 +138,8 @@ def _boundary_tokenizer(digits: bool):
     character: its ids show whether a character ends up in the same piece as the letter or
     digit before it, that is, which class the pre-tokenizer gives it. With `digits`, a
     Digits(individual_digits=False) step comes first (Rust's char::is_numeric)."""
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_char = {}

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import KERNEL_CHOICE_IDS, KERNEL_CHOICES, assert_close
 
 TOLERANCE = 1e-4
@@ -111,7 +112,7 @@ def test_loaded_program_owns_a_copy_of_writable_buffers(exported):
     x = example[0].numpy()
     expected = kiln.load(path).forward(x)[0]
     programs = []
-    for i in range(64):
+    for _ in range(64):
         buffer = bytearray(data)
         programs.append(kiln.load(buffer))
         buffer[:] = bytes(len(buffer))  # scribble over the caller's copy

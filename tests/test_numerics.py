@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 import kiln
 import kiln.llm
+
 from conftest import KERNEL_CHOICE_IDS, KERNEL_CHOICES
 
 CHOICES = pytest.mark.parametrize("load_options", KERNEL_CHOICES, ids=KERNEL_CHOICE_IDS)

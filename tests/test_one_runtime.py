@@ -35,10 +35,10 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, build_cmake_project, clean_env
 from program_builder import backend_program
 

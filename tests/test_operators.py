@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+
 from conftest import REPO, assert_close
 from operator_cases_nn import NN_CASES, NN_DYNAMIC_CASES
 
@@ -439,8 +440,8 @@ ARANGE_CASES = [
 
 @pytest.mark.parametrize("overload, args, dtype", ARANGE_CASES)
 def test_arange_overloads_match_eager(tmp_path, overload, args, dtype):
-    from kiln.export.lowering.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
     from kiln.export.lowering.dtypes import kiln_dtype
+    from kiln.export.lowering.ir import PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
     from kiln.export.lowering.serialize import write_program
 
     want = torch.arange(*args, dtype=dtype)

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import kiln
+
 from operator_cases_nn import randn
 
 
@@ -50,7 +51,16 @@ def test_scatter_index_out_of_range_is_an_execution_error(out_dir, fn):
 ])
 def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, padding, output_padding, groups, message):
     """Arguments torch would never export, in a program built by hand: clear errors, no crash."""
-    from kiln.export.lowering.ir import BOUND, FLOAT32, PLANNED, Instruction, MethodIR, ProgramIR, ScalarValue, TensorValue
+    from kiln.export.lowering.ir import (
+        BOUND,
+        FLOAT32,
+        PLANNED,
+        Instruction,
+        MethodIR,
+        ProgramIR,
+        ScalarValue,
+        TensorValue,
+    )
     from kiln.export.lowering.serialize import write_program
 
     m = MethodIR(name="forward")

@@ -23,11 +23,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_one_runtime import PLUGIN_BACKEND, PLUGIN_KERNEL, RUNTIME, one_runtime_project
 
 import kiln
+
 from conftest import REPO, build_cmake_project, clean_env
 from program_builder import backend_program, single_op_program
-from test_one_runtime import PLUGIN_BACKEND, PLUGIN_KERNEL, RUNTIME, one_runtime_project
 
 pytestmark = pytest.mark.shared_runtime
 

@@ -9,7 +9,6 @@ threshold; bench/profiler_overhead.py measures what profiling costs.
 """
 
 import json
-import os
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 import torch
 
 import kiln
+
 from conftest import assert_close, clean_env
 
 

@@ -18,6 +18,7 @@ import pytest
 import kiln
 from kiln.export.lowering.ir import Instruction, ProgramIR
 from kiln.export.lowering.serialize import write_program
+
 from program_builder import _vector_method
 
 
@@ -37,6 +38,7 @@ def _program(path, metadata) -> None:
 
 def test_round_trip_through_export(tmp_path):
     import torch
+
     from kiln.export import export
 
     blob = bytes(range(256)) * 3
@@ -65,6 +67,7 @@ def test_round_trip_through_export(tmp_path):
 ])
 def test_export_refuses_what_the_runtime_would(tmp_path, metadata, message):
     import torch
+
     from kiln.export import export
 
     with pytest.raises(kiln.ExportError, match=message):

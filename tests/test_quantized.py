@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import gguf  # the test extra: without it these tests fail, as without any test dependency
@@ -24,6 +23,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -70,6 +70,7 @@ def test_gguf_blocks_decode_bit_exact(torch, ggml_type):
 def test_smollm2_gguf_tensors_decode_bit_exact(torch):
     """The real file's Q4_1 and Q8_0 tensors (a few of them), decoded by from_gguf_blocks."""
     from kiln.export.quantize import from_gguf_blocks
+
     from zoo import smollm2 as zoo
 
     reader = gguf.GGUFReader(zoo.gguf_path())
@@ -198,8 +199,8 @@ def test_export_quantize_matches_eager_quantized_model(torch, tmp_path, options)
 
 
 def test_quantize_options_and_inspect(torch, tmp_path):
-    from kiln.export import export
     from kiln.errors import ExportError
+    from kiln.export import export
 
     model = _Small.make(torch)
     idx = torch.randint(0, 100, (1, 5))
@@ -247,7 +248,9 @@ def smol(tmp_path_factory):
     """(float32 eager model, TEXT's ids, its eager logits, program(scheme) -> path): each program is
     exported once, when a test first asks for it (a whole-model export takes tens of seconds)."""
     import torch
+
     from kiln.export import export
+
     from zoo import smollm2 as zoo
     from zoo import smollm2_gguf
 

@@ -17,6 +17,7 @@ import pytest
 
 import kiln
 import kiln.ray
+
 from conftest import assert_close
 
 try:

@@ -10,11 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import kiln
-from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env
+
+from conftest import STATIC_RUNTIME, clean_env
 from program_builder import backend_program, single_op_program
 
 

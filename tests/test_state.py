@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -36,6 +37,7 @@ class Counter:
 @pytest.fixture(scope="module")
 def counter(tmp_path_factory):
     import torch
+
     from kiln.export import export
 
     path = tmp_path_factory.mktemp("state") / "counter.kiln"

@@ -14,6 +14,7 @@ from torch import nn
 import kiln
 import kiln.export
 from kiln.errors import ExportError
+
 from conftest import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import assert_close, clean_env
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -54,7 +55,9 @@ def instruction_kinds(path) -> dict:
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
     import torch
+
     from kiln.export import export
+
     from zoo import minilm as zoo_minilm
 
     model = _fail_if_missing(zoo_minilm.load_minilm)
@@ -138,7 +141,9 @@ def test_minilm_kiln_profile_and_trace(minilm, tmp_path):
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     import torch
+
     from kiln.export import export
+
     from zoo import smollm2 as zoo_smollm2
 
     model = _fail_if_missing(zoo_smollm2.load_smollm2, capacity=SMOL_CAPACITY)
@@ -219,6 +224,7 @@ def test_smollm2_cache_is_updated_in_place(smollm2):
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "efficientnet_like"])
 def test_mobile_cnns_match_eager(torch, tmp_path, name):
     from kiln.export import export
+
     from zoo import vision
 
     model, x = vision.build(name)

@@ -46,6 +46,7 @@ def export_minilm(path: Path) -> Path:
     if path.is_file():
         return path
     import torch
+
     from kiln.export import export
 
     minilm = zoo_minilm()

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from kiln.llm.model import Llama, LlamaConfig, build_llama, greedy_generate, reset_cache  # noqa: F401 (re-exported)
 
 from . import package_file

@@ -19,7 +19,6 @@ import torch
 
 from . import smollm2 as zoo
 
-
 # The model with an output projection module (`output`) instead of the projection by the embedding's
 # weight, so that kiln.export.quantize can replace it: zoo.Llama with an untied config, whose
 # `output` then shares the embedding's Parameter (or its quantized tensors).

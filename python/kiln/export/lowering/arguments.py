@@ -13,11 +13,11 @@ import torch
 import torch.fx as fx
 
 from ...errors import ExportError
-from . import ir
 from ..diagnostics import describe_node
-from .dtypes import C10_DTYPES, WIDENED_CONSTANTS, kiln_dtype
 from ..operators import OpSpec, op_key
 from ..passes.manager import PassContext, is_symbolic, nodes_in
+from . import ir
+from .dtypes import C10_DTYPES, WIDENED_CONSTANTS, kiln_dtype
 from .symbolic import IntCompiler, is_symbolic_int
 from .values import ValueTable
 

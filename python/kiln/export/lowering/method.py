@@ -17,13 +17,13 @@ import torch
 import torch.fx as fx
 
 from ...errors import ExportError
+from ..diagnostics import describe_node
+from ..operators import normalize_dims, op_key, spec_for, split_key
+from ..passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
 from . import ir
 from .arguments import ArgumentEncoder, scalar_read_hint
 from .constants import ConstantPool
-from ..diagnostics import describe_node
 from .memory_plan import Lifetime, plan_memory, plan_state
-from ..operators import normalize_dims, op_key, spec_for, split_key
-from ..passes.manager import PassContext, bound_args, is_size_arithmetic, nodes_in
 from .symbolic import IntCompiler, SymbolicSizes
 from .values import ValueTable
 

@@ -22,8 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-from .ir import (CONSTANT, PLANNED, STATE, BackendCall, IntOp, MethodIR, Move, ProgramIR, ScalarValue,
-                 TensorValue)
+from .ir import CONSTANT, PLANNED, STATE, BackendCall, IntOp, MethodIR, Move, ProgramIR, ScalarValue, TensorValue
 
 MAGIC = b"KILNPRG\0"
 FORMAT_VERSION = 1

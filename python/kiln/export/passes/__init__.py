@@ -16,10 +16,22 @@ def default_passes(optimize: bool = True, user_passes=()):
     kiln's canonicalization, before its fusions, dtype casts, constant folding
     and dead-code elimination: they see operators in the form kiln runs them,
     and what they leave is cast, folded and cleaned up like the rest."""
-    from . import (canonicalize_operators, check_shape_bounds, eliminate_dead_code,
-                   fold_batch_norms, fold_constants, fold_kv_head_expansion, fuse_attention, fuse_epilogues,
-                   insert_dtype_casts, lower_split_ops, match_state_updates, remove_noop_ops,
-                   simplify_view_chains, tensorize_symbolic_scalars)
+    from . import (
+        canonicalize_operators,
+        check_shape_bounds,
+        eliminate_dead_code,
+        fold_batch_norms,
+        fold_constants,
+        fold_kv_head_expansion,
+        fuse_attention,
+        fuse_epilogues,
+        insert_dtype_casts,
+        lower_split_ops,
+        match_state_updates,
+        remove_noop_ops,
+        simplify_view_chains,
+        tensorize_symbolic_scalars,
+    )
     from .manager import load_pass, user_pass
 
     fusion = (fold_batch_norms, fuse_epilogues) if optimize else ()

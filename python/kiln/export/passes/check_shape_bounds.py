@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from ...errors import ExportError
-from .manager import PassContext
 from ..lowering.symbolic import SymbolicSizes
+from .manager import PassContext
 
 
 def run(ctx: PassContext) -> None:

@@ -109,9 +109,9 @@ def summarize_file(path) -> Optional[Dict[str, QuantizedSummary]]:
         from .. import _schema as fb
     except ImportError:
         return None
-    from ..lowering.serialize import parse_header
-
     import mmap
+
+    from ..lowering.serialize import parse_header
 
     with open(path, "rb") as f:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
