@@ -38,6 +38,7 @@ from .errors import (
     NotSupported,
     OutOfMemory,
     RegistrationError,
+    Superseded,
     UnsupportedOperatorError,
 )
 
@@ -81,6 +82,7 @@ __all__ = [
     "OutOfMemory",
     "IoError",
     "Busy",
+    "Superseded",
     "ExecutionError",
     "ExportError",
     "UnsupportedOperatorError",
