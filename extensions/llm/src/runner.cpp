@@ -292,8 +292,13 @@ class CallTurn {
 
 void Runner::reset() {
   auto forget = [&] {
-    s_->cached.clear();
-    s_->active = false;
+    internal::RunnerState& s = *s_;
+    s.cached.clear();
+    if (s.active) {  // a stream suspended between steps: it ends, as if cancelled
+      s.stats.finish_reason = "cancelled";
+      s.stats.generated_tokens = static_cast<int32_t>(s.generated.size());
+    }
+    s.active = false;
   };
   if (held_here(*s_)) {
     forget();

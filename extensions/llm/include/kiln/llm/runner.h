@@ -138,8 +138,8 @@ class KILN_LLM_API Runner {
   // Tokens of the last generation (prompt excluded) and its stats.
   const std::vector<int32_t>& generated_tokens() const;
   const GenerationStats& stats() const;
-  // Forgets the KV cache (and ends a generation in progress): the next prompt is
-  // computed from scratch.
+  // Forgets the KV cache, and ends a generation in progress (finish_reason
+  // "cancelled"): the next prompt is computed from scratch.
   void reset();
 
   // The turn (see Threads above): waits for it, takes it if free, gives it back.
