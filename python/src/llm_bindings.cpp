@@ -345,7 +345,17 @@ void bind_llm(nb::module_& parent) {
       .def_static("from_gguf", [](nb::handle path) {
         return take(llm::Tokenizer::from_gguf_file(path_arg(path, "path")));
       }, nb::arg("path"))
-      .def("to_json", [](const llm::Tokenizer& t) { return to_str(t.to_json()); })
+      .def("to_json", [](const llm::Tokenizer& t) {
+        std::string json = t.to_json();
+        PyObject* o = PyUnicode_DecodeUTF8(json.data(), static_cast<Py_ssize_t>(json.size()), "strict");
+        if (o == nullptr) {
+          // Replacing the bytes would store another vocabulary than the one read.
+          PyErr_Clear();
+          raise(kiln::Status(kiln::Error::InvalidProgram, "the tokenizer's vocabulary holds a token that is not UTF-8 "
+                                                          "text: it has no tokenizer.json form"));
+        }
+        return nb::steal<nb::str>(o);
+      })
       .def("encode", [](const llm::Tokenizer& t, nb::handle text, nb::handle parse_special) {
         std::string s = text_arg(text, "text");
         bool special = bool_arg(parse_special, "parse_special");

@@ -344,7 +344,7 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     program = ProgramIR(methods=method_irs, segments=pool.segments, producer=_producer(),
                         metadata=named_metadata)
     path = os.fspath(path)
-    file_size = write_program(program, path)
+    file_size = write_program(program, path, check=lambda written: _check_loadable(written, path))
 
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
                           num_segments=len(pool), constant_bytes=pool.total_bytes(),
@@ -359,6 +359,22 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     _load_here(report)
     report.export_seconds = time.perf_counter() - start
     return report
+
+
+def _check_loadable(written: str, path: str) -> None:
+    """Refuses (ExportError, before the file takes its name) a program this runtime
+    would refuse to load, e.g. one whose planned memory is past kiln.load's default
+    limit because a dynamic dimension has a huge bound."""
+    from .. import _program
+    from ..errors import KilnError, OutOfMemory
+
+    try:
+        _program.load(written)
+    except OutOfMemory as e:
+        raise ExportError(f"'{path}' would not load: {e}; is a dynamic dimension's bound too large "
+                          "(torch.export.Dim(..., max=...))?".replace(written, path)) from None
+    except KilnError as e:
+        raise ExportError(f"'{path}' would not load: {type(e).__name__}: {e}".replace(written, path)) from None
 
 
 def _load_here(report: ExportReport) -> None:

@@ -185,9 +185,11 @@ def build_flatbuffer(program: ProgramIR, segment_offsets: Sequence[int]) -> byte
     return bytes(builder.Output())
 
 
-def write_program(program: ProgramIR, path: str) -> int:
+def write_program(program: ProgramIR, path: str, check=None) -> int:
     """Writes `program` to `path` atomically (temp file + rename); returns the
-    file size. On failure no file (and no temp file) is left behind."""
+    file size. `check(temp_path)`, when given, runs on the complete file before
+    the rename and may raise to refuse it. On failure no file (and no temp
+    file) is left behind."""
     sizes = [memoryview(s).nbytes for s in program.segments]
     offsets, segments_size = segment_layout(sizes)
     fb = build_flatbuffer(program, offsets)
@@ -213,6 +215,8 @@ def write_program(program: ProgramIR, path: str) -> int:
                 pos = start + view.nbytes
             f.write(b"\0" * (segments_offset - pos) if pos < segments_offset else b"")
             assert f.tell() == file_size, (f.tell(), file_size)
+        if check is not None:
+            check(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
