@@ -95,7 +95,10 @@ std::string describe_value(nb::handle h) {
     PyErr_Clear();
     return "?";
   }
-  std::string out = nb::borrow<nb::str>(r).c_str();
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(r, &size);  // a __repr__ may return anything
+  std::string out = utf8 != nullptr ? std::string(utf8, static_cast<size_t>(size)) : "?";
+  PyErr_Clear();
   Py_DECREF(r);
   return out.size() > 40 ? out.substr(0, 37) + "..." : out;
 }
@@ -126,12 +129,8 @@ int32_t int32_arg(nb::handle h, const char* name, int64_t lo = INT32_MIN, int64_
 }
 
 float float_arg(nb::handle h, const char* name) {
-  if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
-                                 Py_TYPE(h.ptr())->tp_as_number != nullptr)) {
-    bad_argument(kiln::format("%s must be a number, got %s", name, describe_value(h).c_str()));
-  }
-  double v = PyFloat_AsDouble(h.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {
+  double v = PyBool_Check(h.ptr()) ? -1.0 : PyFloat_AsDouble(h.ptr());  // anything with __float__ or __index__
+  if (PyBool_Check(h.ptr()) || (v == -1.0 && PyErr_Occurred())) {
     PyErr_Clear();
     bad_argument(kiln::format("%s must be a number, got %s", name, describe_value(h).c_str()));
   }
