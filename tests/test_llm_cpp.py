@@ -1,11 +1,14 @@
-"""examples/cpp/llm, built out of tree with only find_package(kiln REQUIRED COMPONENTS llm),
-generates from a .kiln file what the Python runner generates; libkiln_llm.so.0 uses the one
-runtime (G2, G12)."""
+"""examples/cpp/llm, built out of tree with only find_package(kiln REQUIRED COMPONENTS llm)
+(or pkg-config kiln-llm), generates from a .kiln file what the Python runner generates,
+float32 and the export's default quantized weights alike; libkiln_llm.so.0 uses the one
+runtime (G2, G12) and brings libkiln_quantized.so.0; a kiln::runtime application given a
+quantized program is told which library to link."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +45,44 @@ def test_generates_what_python_generates(app, llm_programs):
     assert re.search(r"^prefill [0-9.]+ tok/s$", proc.stderr, re.M) and re.search(r"^decode [0-9.]+ tok/s$", proc.stderr, re.M)
     # The registry it used is the wheel's runtime.
     assert f"runtime {Path(kiln.library_path()).resolve()}" in proc.stderr or f"runtime {kiln.library_path()}" in proc.stderr
+
+
+def test_the_default_quantized_export_runs(app, llm_programs):
+    """`kiln llm export` keeps the GGUF's 4-bit blocks by default: kiln::llm must bring their kernels."""
+    program = llm_programs("tiny_gguf")
+    want = Runner(program).generate("The sea is", max_new_tokens=12, temperature=0)
+    proc = run(app, program, "--prompt", "The sea is", "--max-new-tokens", 12, "--temperature", 0)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == want + "\n" and "weights gguf " in proc.stderr
+
+
+def test_pkg_config_llm_consumer(llm_programs, tmp_path):
+    """The same program built by a Makefile from `pkg-config --cflags --libs kiln-llm` alone."""
+    if shutil.which("pkg-config") is None:
+        pytest.fail("pkg-config is not installed (apt-get install pkg-config)")
+    env = clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir())
+    pcdir = Path(kiln.pkgconfig_dir())
+    assert (pcdir / "kiln-llm.pc").is_file() and (pcdir / "kiln-quantized.pc").is_file()
+    for pc in ("kiln-llm", "kiln-quantized"):
+        libs = subprocess.run(["pkg-config", "--libs", pc], env=env, capture_output=True, text=True, check=True).stdout
+        assert f"/lib{pc.replace('-', '_')}.so.0" in libs and "libkiln.so.0" in libs, libs
+    proc = subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={tmp_path}", "llm"],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    program = llm_programs("tiny_gguf")
+    want = Runner(program).generate("The sea is", max_new_tokens=8, temperature=0)
+    proc = run(tmp_path / "llm", program, "--prompt", "The sea is", "--max-new-tokens", 8, "--temperature", 0)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == want + "\n"
+
+
+def test_a_runtime_only_app_is_told_which_library_to_link(llm_programs, tmp_path_factory):
+    build = tmp_path_factory.mktemp("hello")
+    build_cmake_project(REPO / "examples" / "cpp" / "hello", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    proc = run(build / "hello", llm_programs("tiny_gguf"))
+    assert proc.returncode != 0
+    assert "kiln_quantized::" in proc.stderr and "link kiln::quantized (libkiln_quantized.so.0" in proc.stderr, \
+        proc.stderr
 
 
 def test_chat_with_the_whole_model(app, llm_programs):

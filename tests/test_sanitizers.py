@@ -90,7 +90,8 @@ def thread_sanitized() -> Path:
     build_cmake_project(REPO, REPO / "build" / "tsan", defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g",
-        "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method"))
+        "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
+                                                "shared_runner"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
 
 
@@ -133,6 +134,21 @@ def test_one_method_shared_by_threads_under_tsan(thread_sanitized, exported, nam
                           capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert "0 mismatches, 0 errors" in proc.stdout
+
+
+def test_one_llm_runner_shared_by_threads_under_tsan(thread_sanitized, llm_programs, exported):
+    """One kiln::llm::Runner and one Method shared by 8 threads for 2,000 calls: generations
+    holding the Runner, without it (run or Busy; a call from its own callback is refused),
+    pull-style streams superseded between steps, cancel() and reset() at random. Every
+    answer equals the one computed alone (a prefix when cancelled or superseded) and
+    ThreadSanitizer reports nothing."""
+    proc = subprocess.run([str(thread_sanitized / "shared_runner"), str(llm_programs("tiny")),
+                           str(exported("mlp")[0]), "2000"],
+                          capture_output=True, text=True, timeout=1800,
+                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert "2000 calls" in proc.stdout and "0 mismatches, 0 errors" in proc.stdout, proc.stdout
+    assert " 0 superseded" not in proc.stdout and " 0 cancelled" not in proc.stdout, proc.stdout  # both happened
 
 
 def corrupt_corpus(base: bytes, seed: int, flips: int, out: Path) -> list:

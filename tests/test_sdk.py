@@ -27,6 +27,8 @@ def test_lib_dir_holds_exactly_the_sdk_files():
         "libkiln.so.0",
         "libkiln_llm.so.0",
         "libkiln_quantized.so.0",
+        "pkgconfig/kiln-llm.pc",
+        "pkgconfig/kiln-quantized.pc",
         "pkgconfig/kiln.pc",
     ]
 

@@ -178,3 +178,30 @@ def test_errors_reach_their_own_caller(exported):
 
     run_threads(worker)
     assert not failures
+
+
+def test_an_input_conversion_that_calls_its_method_again_is_busy(exported):
+    """A __dlpack__ that runs the method it is an input of: the inner call is refused (it
+    would wait for itself forever), and the outer call says so rather than that the
+    input was not an array."""
+    path, *_ = exported("mlp")
+    method = kiln.load(path).method("forward")
+    x = np.zeros(method.input_specs[0].shape, np.float32)
+    inner = []
+
+    class Reentrant:
+        def __dlpack__(self, stream=None, **kwargs):
+            try:
+                method(x)
+            except kiln.Busy as e:
+                inner.append(e)
+                raise
+            return x.__dlpack__()
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(kiln.Busy, match="called again from inside its own call"):
+        method(Reentrant())
+    assert inner and "called again from inside its own call" in str(inner[0])
+    assert np.array_equal(method(x)[0], method(x)[0])  # still usable

@@ -45,6 +45,7 @@ from .errors import (
     NotSupported,
     OutOfMemory,
     RegistrationError,
+    Superseded,
     UnsupportedOperatorError,
 )
 
@@ -95,6 +96,7 @@ __all__ = [
     "OutOfMemory",
     "IoError",
     "Busy",
+    "Superseded",
     "ExecutionError",
     "ExportError",
     "UnsupportedOperatorError",

@@ -405,6 +405,30 @@ def _doctor(_args) -> int:
 
 
 def main(argv=None) -> int:
+    """Runs one command; every failure is one line on stderr and a non-zero status, never a traceback."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (`kiln ops | head`): stop quietly. Later flushes of
+        # stdout (at exit) would fail again, so it is pointed at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # as a command killed by SIGPIPE
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug in kiln: one line, with a way to see the traceback
+        if os.environ.get("KILN_TRACEBACK"):
+            raise
+        print(f"kiln: internal error: {type(e).__name__}: {e} (set KILN_TRACEBACK=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in LOCATORS:
         import kiln
@@ -479,6 +503,11 @@ def main(argv=None) -> int:
         return 1
     except CommandError as e:
         print(f"kiln: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        print(f"kiln: IoError: {e}", file=sys.stderr)
         return 1
     parser.print_help()
     return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 COMMANDS = ("llm", "generate", "chat")
@@ -75,10 +76,31 @@ def _export(args) -> int:
     return 0
 
 
+def _text_option(flag: str, value):
+    """`value` as given on the command line, refused (InvalidArgument naming the flag) unless it is UTF-8."""
+    from .errors import InvalidArgument
+
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_text_option(flag, v) for v in value]
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(value)  # the bytes given: the OS decoded them with surrogateescape
+        try:
+            raw.decode("utf-8")
+            at = 0
+        except UnicodeDecodeError as e:
+            at = e.start
+        raise InvalidArgument(f"{flag} is not valid UTF-8 text (byte 0x{raw[at]:02x} at offset {at})") from None
+    return value
+
+
 def _options(args) -> dict:
     return dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                 top_p=args.top_p, min_p=args.min_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
-                stop=args.stop, ignore_eos=args.ignore_eos)
+                stop=_text_option("--stop", args.stop), ignore_eos=args.ignore_eos)
 
 
 def _print_stats(runner) -> None:
@@ -90,24 +112,31 @@ def _print_stats(runner) -> None:
     print(f"decode {s.decode_tokens_per_s:.1f} tok/s ({s.generated_tokens} tokens, {s.finish_reason})", file=sys.stderr)
 
 
-def _stream(pieces) -> None:
+def _stream(pieces) -> str:
+    """Writes the pieces to stdout as they come; returns the text. Ctrl-C (or a
+    closed stdout) cancels the generation before it propagates."""
+    text = []
     try:
         for piece in pieces:
+            text.append(piece)
             sys.stdout.write(piece)
             sys.stdout.flush()
-    except KeyboardInterrupt:
-        pieces.close()  # cancels the generation
+    except BaseException:
+        pieces.close()
         raise
+    return "".join(text)
 
 
 def _generate(args) -> int:
     from .llm import Runner
 
+    prompt = _text_option("--prompt", args.prompt)
+    options = _options(args)
     runner = Runner(args.program, num_threads=args.threads)
     if args.chat:
-        pieces = runner.chat_stream([("user", args.prompt)], **_options(args))
+        pieces = runner.chat_stream([("user", prompt)], **options)
     else:
-        pieces = runner.stream(args.prompt, **_options(args))
+        pieces = runner.stream(prompt, **options)
     try:
         _stream(pieces)
     except KeyboardInterrupt:
@@ -119,42 +148,89 @@ def _generate(args) -> int:
     return 0
 
 
+class _Lines:
+    """The user's lines: with line editing and history (Python's readline) on a
+    terminal, else read from stdin as UTF-8 (InvalidArgument naming the line if not)."""
+
+    def __init__(self):
+        self.terminal = sys.stdin.isatty()
+        self.editing = self.terminal and sys.stdout.isatty()
+        if self.editing:
+            try:
+                import readline  # noqa: F401 (input() edits lines and keeps their history once it is imported)
+            except ImportError:
+                pass
+        self.number = 0
+
+    def read(self):
+        """The next line without its newline; None at the end of input."""
+        from .errors import InvalidArgument
+
+        self.number += 1
+        if self.editing:
+            try:
+                return input("> ")
+            except EOFError:
+                print(file=sys.stderr)
+                return None
+        if self.terminal:
+            print("> ", end="", file=sys.stderr, flush=True)
+        raw = sys.stdin.buffer.readline()
+        if not raw:
+            return None
+        try:
+            return raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise InvalidArgument(f"input line {self.number} is not valid UTF-8 text (byte 0x{raw[e.start]:02x} at "
+                                  f"offset {e.start})") from None
+
+
 def _chat(args) -> int:
+    from .errors import KilnError, NotSupported
     from .llm import Runner
 
+    system = _text_option("--system", args.system)
+    options = _options(args)
     runner = Runner(args.program, num_threads=args.threads)
     if runner.chat_template is None:
-        from .errors import NotSupported
-
         raise NotSupported(f"'{args.program}' has no chat template kiln knows (supported: ChatML); "
                            "use `kiln generate` instead")
-    interactive = sys.stdin.isatty()
-    if interactive:
-        print("kiln chat: type a message; /reset starts over, /exit (or Ctrl-D) quits", file=sys.stderr)
-    messages = [("system", args.system)] if args.system else []
+    lines = _Lines()
+    if lines.terminal:
+        print("kiln chat: type a message; /reset starts over, /exit (or Ctrl-D) quits; Ctrl-C stops an answer "
+              "(it is not kept), or quits at the prompt", file=sys.stderr)
+    messages = [("system", system)] if system else []
     while True:
-        if interactive:
-            print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line or line.strip() == "/exit":
+        try:
+            line = lines.read()
+        except KeyboardInterrupt:  # at the prompt: quit
+            print(file=sys.stderr)
             return 0
-        text = line.rstrip("\n")
-        if text.strip() == "/reset":
-            messages = messages[:1] if args.system else []
+        except UnicodeDecodeError as e:  # a terminal's line that is not UTF-8: say so, ask again
+            print(f"kiln: InvalidArgument: that line is not valid UTF-8 text ({e.reason})", file=sys.stderr)
+            continue
+        if line is None or line.strip() == "/exit":
+            return 0
+        if line.strip() == "/reset":
+            messages = messages[:1] if system else []
             runner.reset()
             continue
-        if not text.strip():
+        if not line.strip():
             continue
-        messages.append(("user", text))
-        answer = []
+        messages.append(("user", line))
         try:
-            for piece in runner.chat_stream(messages, **_options(args)):
-                answer.append(piece)
-                sys.stdout.write(piece)
-                sys.stdout.flush()
+            answer = _stream(runner.chat_stream(messages, **options))
         except KeyboardInterrupt:
-            pass  # the answer so far stays in the conversation
+            # The answer stops here and the turn is dropped (question and partial
+            # answer), so the next message continues the conversation before it.
+            messages.pop()
+            print(flush=True)
+            print("[cancelled: this turn is not kept in the conversation]", file=sys.stderr)
+            continue
+        except KilnError:
+            messages.pop()
+            raise
         print(flush=True)
-        messages.append(("assistant", "".join(answer)))
+        messages.append(("assistant", answer))
         if args.stats:
             _print_stats(runner)

@@ -62,6 +62,12 @@ class Busy(KilnError, RuntimeError):
     Python layer serializes calls instead, so Python code does not see this)."""
 
 
+class Superseded(Busy):
+    """A kiln.llm stream was suspended while another generation started on its
+    Runner (another thread, or another stream of this one): the KV cache and the
+    sampler now serve that one, so the stream ends instead of yielding its text."""
+
+
 class ExportError(KilnError):
     """kiln.export could not turn a model into a program."""
 

@@ -123,6 +123,9 @@ struct PyMethod {
   std::vector<std::vector<uint8_t>> scratch;
   // The thread whose Python call holds the method's turn (Turn), if any.
   std::atomic<std::thread::id> turn_holder{};
+  // Set (by the holder) when a conversion of an input called the method again:
+  // a converter may swallow that Busy error and report a mere type mismatch.
+  bool reentered = false;
 };
 
 std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
@@ -257,6 +260,11 @@ void bind_ndarray(PyMethod& self, size_t i, nb::handle obj) {
   const kiln::MethodSpec& spec = self.method.spec();
   nb::ndarray<nb::ro, nb::device::cpu> a;
   if (!nb::try_cast(obj, a, false)) {
+    if (self.reentered) {
+      check(kiln::Status(kiln::Error::Busy,
+                         kiln::format("method '%s' was called again from inside its own call (by the conversion "
+                                      "of input %zu)", spec.name.c_str(), i)));
+    }
     throw nb::type_error(kiln::format("input %zu ('%s') is not an array, DLPack or buffer object", i,
                                       spec.inputs[i].name.c_str()).c_str());
   }
@@ -340,6 +348,7 @@ class Turn {
       // Taken: by another thread (wait), or by this one, when converting an
       // input called this method again (waiting would never end).
       if (self.turn_holder.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+        self.reentered = true;
         check(kiln::Status(kiln::Error::Busy,
                            kiln::format("method '%s' was called again from inside its own call (by the "
                                         "conversion of one of its inputs)", self.method.spec().name.c_str())));
@@ -348,6 +357,7 @@ class Turn {
       self.method.lock();
     }
     self.turn_holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    self.reentered = false;
   }
   ~Turn() {
     self_.turn_holder.store(std::thread::id(), std::memory_order_relaxed);

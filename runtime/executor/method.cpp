@@ -96,9 +96,18 @@ Status find_candidates(const std::string& op, const std::vector<const Value*>& a
   for (const auto& k : registered_kernels()) {
     if (k.op_name == op) known += (known.empty() ? "" : ", ") + std::string("(") + k.dtypes + ")";
   }
+  // The project's extension libraries name their operators kiln_<name>::...: say
+  // which library provides them and how to link it (docs/architecture.md).
+  std::string provider;
+  const size_t ns = op.find("::");
+  if (known.empty() && op.compare(0, 5, "kiln_") == 0 && ns != std::string::npos && ns > 5) {
+    const std::string name = op.substr(5, ns - 5);
+    provider = "; the extension library libkiln_" + name + ".so.0 provides it: link kiln::" + name +
+               " (libkiln_" + name + ".so.0; pkg-config kiln-" + name + "), or load it with kiln::load_library";
+  }
   return Status(Error::MissingKernel,
                 "no kernel for " + op + " with dtypes (" + signature_string(dtypes) + ")" +
-                    (known.empty() ? "; no kernel is registered for this operator"
+                    (known.empty() ? "; no kernel is registered for this operator" + provider
                                    : "; registered dtypes: " + known));
 }
 

@@ -2,8 +2,12 @@
 #include "kiln/llm/runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <limits>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "json.h"
 #include "kiln/thread_pool.h"
@@ -27,6 +31,18 @@ struct RunnerState {
   std::vector<int32_t> cached;  // tokens whose keys and values are in the cache, positions 0..
   GenerationStats stats;
   double load_ms = 0;
+  // Ids from here to config.vocab_size have logits but no token: never sampled.
+  int32_t tokenizer_vocab = 0;
+
+  // The turn of runner.h's thread contract: held by Runner::lock(), or by one
+  // call of a thread that does not hold it. `holder` is the thread that has it;
+  // `in_call` (read and written only by that thread) marks a call in progress,
+  // so that a call from its own TextCallback is refused instead of reentering.
+  std::mutex turn;
+  std::atomic<std::thread::id> holder{};
+  bool in_call = false;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<bool> cancel_requested{false};
 
   // The generation in progress.
   bool active = false;
@@ -38,7 +54,6 @@ struct RunnerState {
   std::vector<int32_t> generated;
   std::vector<float> logits;
   int32_t next_token = -1;
-  bool cancel_requested = false;
   int32_t decode_steps = 0;     // forward calls of one token
   std::chrono::steady_clock::time_point started;
 
@@ -63,6 +78,7 @@ struct RunnerState {
                          "the logits are %s, not rows of %lld", describe(y).c_str(), static_cast<long long>(vocab));
     const float* last = y.data_as<float>() + (y.numel() - vocab);
     logits.assign(last, last + vocab);
+    std::fill(logits.begin() + tokenizer_vocab, logits.end(), -std::numeric_limits<float>::infinity());
     return Status::ok();
   }
 };
@@ -208,10 +224,13 @@ Result<LlmMetadata> read_llm_metadata(const std::string& path, std::string_view 
   if (!config.ok()) return config.status();
   auto tokenizer = Tokenizer::from_json(tokenizer_text);
   if (!tokenizer.ok()) return Status(tokenizer.status()).with_context("'" + path + "': the tokenizer");
+  // More logits than tokens is allowed (padded vocabularies): the runner never samples the extra ids.
   if (tokenizer->vocab_size() > config->vocab_size) {
-    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits",
-                                    tokenizer->vocab_size(), config->vocab_size));
+    return bad_program(path, format("the tokenizer has %d tokens but the model only %d logits (kiln.llm.config "
+                                    "vocab_size): ids past %d could not be computed",
+                                    tokenizer->vocab_size(), config->vocab_size, config->vocab_size));
   }
+  if (tokenizer->vocab_size() < 1) return bad_program(path, "the tokenizer has no tokens");
   bool cache_positions = false;
   KILN_RETURN_IF_ERROR(check_method(path, spec, config.value(), &cache_positions));
   KILN_RETURN_IF_ERROR(check_context(path, spec, config.value(), options));
@@ -254,6 +273,7 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
   s->path = path;
   s->config = std::move(meta->config);
   s->cache_positions_input = meta->cache_positions;
+  s->tokenizer_vocab = s->tokenizer.vocab_size();
   s->arange.resize(static_cast<size_t>(s->config.context_length));
   for (size_t i = 0; i < s->arange.size(); ++i) s->arange[i] = static_cast<int64_t>(i);
   auto jinja = s->program.metadata(kChatTemplateKey);
@@ -275,16 +295,112 @@ const ChatTemplate* Runner::chat_template() const { return s_->chat ? &*s_->chat
 const std::vector<int32_t>& Runner::generated_tokens() const { return s_->generated; }
 const GenerationStats& Runner::stats() const { return s_->stats; }
 
-void Runner::reset() {
-  s_->cached.clear();
-  s_->active = false;
+namespace {
+
+bool held_here(const internal::RunnerState& s) {
+  return s.holder.load(std::memory_order_relaxed) == std::this_thread::get_id();
 }
 
-void Runner::cancel() { s_->cancel_requested = true; }
+// The turn for one call (runner.h, Threads): inside this thread's lock() it is
+// already there; otherwise it is taken if free. Refused (Busy) when another
+// thread has it, or when this thread is inside a call of the Runner already.
+class CallTurn {
+ public:
+  explicit CallTurn(internal::RunnerState& s) : s_(s) {
+    if (held_here(s)) {
+      if (s.in_call) return;  // from a TextCallback of this Runner's own call
+    } else if (s.turn.try_lock()) {
+      owned_ = true;
+      s.holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    } else {
+      return;
+    }
+    s.in_call = true;
+    entered_ = true;
+  }
+  ~CallTurn() {
+    if (entered_) s_.in_call = false;
+    if (owned_) {
+      s_.holder.store(std::thread::id(), std::memory_order_relaxed);
+      s_.turn.unlock();
+    }
+  }
+  CallTurn(const CallTurn&) = delete;
+  CallTurn& operator=(const CallTurn&) = delete;
+
+  Status status() const {
+    if (entered_) return Status::ok();
+    if (held_here(s_)) {
+      return Status(Error::Busy, "the LLM runner was called from inside its own call (a text callback): return "
+                                 "false from the callback, or call cancel(), to stop the generation");
+    }
+    return Status(Error::Busy, "the LLM runner is in use by another thread: share a Runner by holding it "
+                               "(std::lock_guard<kiln::llm::Runner>) around each call, or load one per thread");
+  }
+
+ private:
+  internal::RunnerState& s_;
+  bool owned_ = false, entered_ = false;
+};
+
+}  // namespace
+
+void Runner::reset() {
+  auto forget = [&] {
+    internal::RunnerState& s = *s_;
+    s.cached.clear();
+    if (s.active) {  // a stream suspended between steps: it ends, as if cancelled
+      s.stats.finish_reason = "cancelled";
+      s.stats.generated_tokens = static_cast<int32_t>(s.generated.size());
+    }
+    s.active = false;
+  };
+  if (held_here(*s_)) {
+    forget();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s_->turn);
+  forget();
+}
+
+void Runner::cancel() { s_->cancel_requested.store(true, std::memory_order_relaxed); }
+
+uint64_t Runner::generation() const { return s_->generation.load(std::memory_order_relaxed); }
+
+void Runner::lock() {
+  s_->turn.lock();
+  s_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
+
+bool Runner::try_lock() {
+  if (!s_->turn.try_lock()) return false;
+  s_->holder.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  return true;
+}
+
+void Runner::unlock() {
+  s_->holder.store(std::thread::id(), std::memory_order_relaxed);
+  s_->turn.unlock();
+}
 
 Status Runner::begin(std::vector<int32_t> prompt, const GenerateOptions& options) {
+  CallTurn turn(*s_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return begin_in_turn(std::move(prompt), options);
+}
+
+Result<bool> Runner::next(std::string* piece) {
+  CallTurn turn(*s_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return next_in_turn(piece);
+}
+
+Status Runner::begin_in_turn(std::vector<int32_t> prompt, const GenerateOptions& options) {
   internal::RunnerState& s = *s_;
+  // A new generation ends the one before, even when this one is refused below.
+  s.generation.fetch_add(1, std::memory_order_relaxed);
   s.active = false;
+  s.cancel_requested.store(false, std::memory_order_relaxed);
   KILN_RETURN_IF_ERROR(check_sampling_options(options.sampling));
   KILN_CHECK_OR_RETURN(options.max_new_tokens >= 1, InvalidArgument, "max_new_tokens must be at least 1, got %d",
                        options.max_new_tokens);
@@ -315,7 +431,6 @@ Status Runner::begin(std::vector<int32_t> prompt, const GenerateOptions& options
   s.held.clear();
   s.generated.clear();
   s.history = prompt;
-  s.cancel_requested = false;
   s.decode_steps = 0;
 
   // Keep the cache entries of the longest common prefix with the last call;
@@ -344,7 +459,7 @@ Status Runner::begin(std::vector<int32_t> prompt, const GenerateOptions& options
   return Status::ok();
 }
 
-Result<bool> Runner::next(std::string* piece) {
+Result<bool> Runner::next_in_turn(std::string* piece) {
   internal::RunnerState& s = *s_;
   piece->clear();
   if (!s.active) return false;
@@ -356,7 +471,7 @@ Result<bool> Runner::next(std::string* piece) {
     s.active = false;
     return true;
   };
-  if (s.cancel_requested || (s.options.cancel != nullptr && s.options.cancel->load())) return finish("cancelled", true);
+  if (s.cancel_requested.load(std::memory_order_relaxed) || (s.options.cancel != nullptr && s.options.cancel->load())) return finish("cancelled", true);
   const int32_t token = s.next_token;
   if (std::find(s.options.stop_tokens.begin(), s.options.stop_tokens.end(), token) != s.options.stop_tokens.end()) {
     return finish("stop_token", true);
@@ -408,10 +523,17 @@ Result<bool> Runner::next(std::string* piece) {
 
 Result<std::string> Runner::generate_from_tokens(std::vector<int32_t> prompt, const GenerateOptions& options,
                                                  const TextCallback& on_text) {
-  KILN_RETURN_IF_ERROR(begin(std::move(prompt), options));
+  CallTurn turn(*s_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return generate_in_turn(std::move(prompt), options, on_text);
+}
+
+Result<std::string> Runner::generate_in_turn(std::vector<int32_t> prompt, const GenerateOptions& options,
+                                             const TextCallback& on_text) {
+  KILN_RETURN_IF_ERROR(begin_in_turn(std::move(prompt), options));
   std::string all, piece;
   while (true) {
-    auto more = next(&piece);
+    auto more = next_in_turn(&piece);
     if (!more.ok()) return more.status();
     if (!piece.empty()) {
       all += piece;
@@ -425,7 +547,9 @@ Result<std::string> Runner::generate_from_tokens(std::vector<int32_t> prompt, co
 Result<std::string> Runner::generate(std::string_view prompt, const GenerateOptions& options,
                                      const TextCallback& on_text) {
   KILN_CHECK_OR_RETURN(!prompt.empty(), InvalidArgument, "the prompt is empty");
-  return generate_from_tokens(s_->tokenizer.encode(prompt), options, on_text);
+  CallTurn turn(*s_);
+  KILN_RETURN_IF_ERROR(turn.status());
+  return generate_in_turn(s_->tokenizer.encode(prompt), options, on_text);
 }
 
 Result<std::string> Runner::chat(const std::vector<ChatMessage>& messages, const GenerateOptions& options,

@@ -35,7 +35,7 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
         file_size = len(data)
     else:
         path, data = os.fspath(path), None
-        file_size = write_program(program, path)
+        file_size = write_program(program, path, check=lambda written: _check_loadable(written, path))
 
     segment_bytes = [memoryview(s).nbytes for s in program.segments]
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
@@ -51,6 +51,22 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     _load_here(report, path if data is None else data)
     report.export_seconds = time.perf_counter() - start
     return report
+
+
+def _check_loadable(written: str, path: str) -> None:
+    """Refuses (ExportError, before the file takes its name) a program this runtime
+    would refuse to load, e.g. one whose planned memory is past kiln.load's default
+    limit because a dynamic dimension has a huge bound."""
+    from .. import _program
+    from ..errors import KilnError, OutOfMemory
+
+    try:
+        _program.load(written)
+    except OutOfMemory as e:
+        raise ExportError(f"'{path}' would not load: {e}; is a dynamic dimension's bound too large "
+                          "(torch.export.Dim(..., max=...))?".replace(written, path)) from None
+    except KilnError as e:
+        raise ExportError(f"'{path}' would not load: {type(e).__name__}: {e}".replace(written, path)) from None
 
 
 def _load_here(report: ExportReport, source) -> None:

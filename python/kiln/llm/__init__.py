@@ -17,11 +17,13 @@ imports torch when it is called.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from .._kiln import llm as _native
 from .._program import DEFAULT_MAX_MEMORY_BYTES
+from ..errors import InvalidArgument, Superseded
 
 Tokenizer = _native.Tokenizer
 StreamDecoder = _native.StreamDecoder
@@ -29,8 +31,8 @@ ChatTemplate = _native.ChatTemplate
 read_gguf = _native.read_gguf
 Sampler = _native.Sampler
 
-__all__ = ["Runner", "GenerationStats", "Tokenizer", "StreamDecoder", "ChatTemplate", "Sampler", "read_gguf",
-           "export_gguf"]
+__all__ = ["Runner", "Stream", "GenerationStats", "Tokenizer", "StreamDecoder", "ChatTemplate", "Sampler",
+           "read_gguf", "export_gguf"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,85 @@ class GenerationStats:
 def _messages(messages) -> list:
     """[(role, content)] from [(role, content)] or [{"role": ..., "content": ...}]."""
     out = []
-    for m in messages:
+    try:
+        items = list(messages)
+    except TypeError:
+        raise InvalidArgument(f"messages must be a list of (role, content) pairs, not {type(messages).__name__}") \
+            from None
+    for i, m in enumerate(items):
         if isinstance(m, dict):
-            out.append((str(m["role"]), str(m["content"])))
+            if "role" not in m or "content" not in m:
+                raise InvalidArgument(f"messages[{i}] has no 'role' or no 'content'")
+            out.append((m["role"], m["content"]))
+        elif isinstance(m, (tuple, list)) and len(m) == 2:
+            out.append(tuple(m))
         else:
-            role, content = m
-            out.append((str(role), str(content)))
+            raise InvalidArgument(f"messages[{i}] must be a (role, content) pair or a dict, got {m!r:.40}")
     return out
+
+
+def _stops(stop) -> list:
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+class Stream:
+    """The text of one generation, piece by piece (what Runner.stream returns).
+
+    Iterate it; `stats` and `tokens` are this generation's once it has ended.
+    `close()` (or leaving a for loop over it early, or dropping it) cancels the
+    generation, unless another has begun on the runner since: a stream never
+    touches another generation. If another generation begins while this one is
+    suspended (another thread, or a second stream of the same runner), the next
+    step raises kiln.Superseded instead of yielding that generation's text.
+    """
+
+    def __init__(self, runner: "Runner", generation: int):
+        self._runner = runner
+        self._generation = generation
+        self._done = False
+        self.stats: GenerationStats | None = None
+        self.tokens: list | None = None
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> str:
+        while not self._done:
+            try:
+                more, piece, outcome = self._runner._native.next(self._generation)
+            except Superseded:
+                self._done = True
+                raise
+            if not more:
+                self._finish(outcome)
+            if piece:
+                return piece
+        raise StopIteration
+
+    def _finish(self, outcome) -> None:
+        self._done = True
+        if outcome is not None:
+            tokens, stats = outcome
+            self.tokens, self.stats = list(tokens), GenerationStats(**stats)
+            self._runner._remember(self.tokens, self.stats)
+
+    def close(self) -> None:
+        """Cancels the generation if it is still running (finish_reason "cancelled")."""
+        if not self._done:
+            self._done = True
+            self._finish(self._runner._native.finish(self._generation))
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # a finalizer that runs inside the runner's own call: the next begin ends it
+            pass
 
 
 class Runner:
@@ -79,83 +153,98 @@ class Runner:
     the text), the end of the context, or a cancellation.
 
     The KV cache persists across calls: a prompt that extends the previous one
-    (a conversation) computes only its new tokens. Not thread-safe: one call
-    at a time (load one Runner per thread).
+    (a conversation) computes only its new tokens.
+
+    Threads (docs/threads-and-files.md): a Runner may be shared. Calls take
+    turns (waiting with the GIL released): generate() and chat() run the whole
+    generation in one turn, so each caller gets its own answer; a stream takes
+    a turn per step, and a generation begun by another caller between two steps
+    supersedes it (kiln.Superseded). cancel() stops the current generation
+    from any thread. `stats` and `generated_tokens` are those of the calling
+    thread's last generation. For parallel generations, load one Runner per
+    thread.
     """
 
     def __init__(self, path, *, num_threads: int = 0, kernels: str = "", isa: str = "",
                  max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
-        self.path = os.fspath(path)
-        self._native = _native.Runner.load(self.path, int(max_memory_bytes), kernels, isa, int(num_threads))
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise InvalidArgument(f"kiln.llm.Runner: path must be a str or os.PathLike, not {type(path).__name__}") \
+                from None
+        self._native = _native.Runner.load(self.path, max_memory_bytes, kernels, isa, num_threads)
         self.config: dict = self._native.config
         self.tokenizer: Tokenizer = self._native.tokenizer
         self.chat_template = self._native.chat_template
+        self._local = threading.local()
+
+    def _remember(self, tokens: list, stats: GenerationStats) -> None:
+        self._local.tokens, self._local.stats = tokens, stats
 
     @property
     def stats(self) -> GenerationStats:
-        return GenerationStats(**self._native.stats)
+        """The stats of this thread's last finished generation (before any: the runner's)."""
+        stats = getattr(self._local, "stats", None)
+        return stats if stats is not None else GenerationStats(**self._native.stats)
 
     @property
     def generated_tokens(self) -> list:
-        """The ids generated by the last call (stop token excluded)."""
-        return list(self._native.generated_tokens)
+        """The ids generated by this thread's last finished generation (stop token excluded)."""
+        tokens = getattr(self._local, "tokens", None)
+        return list(tokens) if tokens is not None else list(self._native.generated_tokens)
 
-    def _begin(self, prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed,
-               stop, stop_tokens, ignore_eos) -> None:
+    def _args(self, prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed,
+              stop, stop_tokens, ignore_eos) -> tuple:
         if isinstance(prompt, str):
-            ids = self.tokenizer.encode(prompt) if prompt else []
+            ids = self._native.encode(prompt) if prompt else []
         else:
-            ids = [int(i) for i in prompt]
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        self._native.begin(ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p), float(min_p),
-                           float(repetition_penalty), int(seed), stops, [int(t) for t in stop_tokens or []],
-                           bool(ignore_eos))
+            ids = prompt
+        return (ids, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, _stops(stop),
+                list(stop_tokens or []), ignore_eos)
 
     def stream(self, prompt, *, max_new_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0, seed: int = -1,
                stop: Sequence[str] | str | None = None, stop_tokens: Sequence[int] | None = None,
-               ignore_eos: bool = False) -> Iterator[str]:
+               ignore_eos: bool = False) -> Stream:
         """Yields the generated text piece by piece (never half a UTF-8 character).
         `prompt` is text (special tokens such as <|im_start|> are parsed) or token ids.
         ignore_eos: do not stop at the model's own end-of-turn tokens (benchmarks).
-        Leaving the loop early cancels the generation (finish_reason "cancelled")."""
-        self._begin(prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
-                    stop_tokens, ignore_eos)
-        return self._pieces()
+        Leaving the loop early (or close()) cancels the generation (finish_reason "cancelled")."""
+        args = self._args(prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
+                          stop_tokens, ignore_eos)
+        return Stream(self, self._native.begin(*args))
 
-    def _pieces(self) -> Iterator[str]:
-        finished = False
-        try:
-            while True:
-                more, piece = self._native.next()
-                if piece:
-                    yield piece
-                if not more:
-                    finished = True
-                    return
-        finally:
-            if not finished:  # the caller stopped iterating (or an error): end the generation properly
-                self._native.cancel()
-                while self._native.next()[0]:
-                    pass
-
-    def generate(self, prompt, **options) -> str:
+    def generate(self, prompt, *, max_new_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
+                 top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0, seed: int = -1,
+                 stop: Sequence[str] | str | None = None, stop_tokens: Sequence[int] | None = None,
+                 ignore_eos: bool = False) -> str:
         """The generated text (the prompt excluded); takes the options of stream()."""
-        return "".join(self.stream(prompt, **options))
+        args = self._args(prompt, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
+                          stop_tokens, ignore_eos)
+        text, tokens, stats = self._native.generate(*args)
+        self._remember(list(tokens), GenerationStats(**stats))
+        return text
+
+    def _chat_prompt(self, messages, options: dict) -> str:
+        prompt = self._native.chat_prompt(_messages(messages))
+        options["stop"] = _stops(options.get("stop")) + ["<|im_end|>"]
+        return prompt
 
     def chat(self, messages, **options) -> str:
         """The assistant's answer to `messages` ([(role, content)] or [{"role", "content"}]),
         rendered with the model's chat template; takes the options of stream()."""
-        return "".join(self.chat_stream(messages, **options))
+        return self.generate(self._chat_prompt(messages, options), **options)
 
-    def chat_stream(self, messages, **options) -> Iterator[str]:
-        prompt = self._native.chat_prompt(_messages(messages))
-        stop = options.pop("stop", None)
-        stops = ([stop] if isinstance(stop, str) else list(stop or [])) + ["<|im_end|>"]
-        return self.stream(prompt, stop=stops, **options)
+    def chat_stream(self, messages, **options) -> Stream:
+        return self.stream(self._chat_prompt(messages, options), **options)
+
+    def cancel(self) -> None:
+        """Stops the generation in progress at its next token (finish_reason "cancelled"),
+        whichever thread runs it; from any thread. No effect when none is running."""
+        self._native.cancel()
 
     def reset(self) -> None:
-        """Forget the KV cache: the next prompt is computed from scratch."""
+        """Forget the KV cache: the next prompt is computed from scratch (waits for the call in progress)."""
         self._native.reset()
 
     def __repr__(self) -> str:

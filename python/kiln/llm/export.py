@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from .. import _kiln
-from ..errors import ExportError, InvalidProgram, NotSupported
+from ..errors import ExportError, InvalidArgument, InvalidProgram, KilnError, NotSupported
 from ..export import export
 from ..export.report import ExportReport
 from .gguf import QUANTIZED_TYPES, GgufFile
-from .model import LlamaConfig, build_llama
+from .model import Llama, LlamaConfig, build_llama
 
 SUPPORTED_ARCHITECTURES = ("llama",)   # Llama 1/2-style and SmolLM2; no attention biases (Qwen2), no RoPE scaling
 DEFAULT_CONTEXT = 2048
@@ -59,6 +59,18 @@ def module_name(gguf_name: str) -> str | None:
     if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_TO_OURS:
         return f"layers.{parts[1]}.{_GGUF_TO_OURS[parts[2]]}.{parts[3]}"
     return None
+
+
+def gguf_name(ours: str) -> str:
+    """The GGUF name of one of our parameters (the inverse of module_name)."""
+    fixed = {"tok_embeddings.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
+             "output.weight": "output.weight"}
+    if ours in fixed:
+        return fixed[ours]
+    _, layer, rest = ours.split(".", 2)
+    part, _, suffix = rest.rpartition(".")
+    theirs = {v: k for k, v in _GGUF_TO_OURS.items()}[part]
+    return f"blk.{layer}.{theirs}.{suffix}"
 
 
 def rope_row_order(rows: int, n_heads: int) -> np.ndarray:
@@ -253,7 +265,29 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     positions (at most the model's own context length); max_tokens_per_call: the
     largest prefill chunk; n_layers: keep only the first layers (a quick model for
     tests, whose text means nothing).
+
+    Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
+    NotSupported, ...) naming what was wrong; nothing is written unless it succeeds.
     """
+    try:
+        return _export_gguf(gguf_path, out_path, dtype=dtype, quantize=quantize, context=context,
+                            max_tokens_per_call=max_tokens_per_call, n_layers=n_layers)
+    except KilnError:
+        raise
+    except Exception as e:
+        # A GGUF file is untrusted: whatever its contents make fail below (numpy,
+        # torch, torch.export) is reported as this export's error, never as theirs.
+        raise ExportError(f"kiln llm export of '{os.fspath(gguf_path)}' failed: {type(e).__name__}: {e}") from e
+
+
+def _int_option(name: str, value, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidArgument(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_per_call,
+                 n_layers) -> LlmExportReport:
     if dtype is not None and quantize is not None:
         raise ExportError("give --dtype or --quantize, not both")
     if dtype not in (None, "float32"):
@@ -261,7 +295,14 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     if quantize not in (None, "int8", "int4"):
         raise ExportError(f"quantize {quantize!r} is not supported (int8, int4)")
     scheme = quantize or dtype or "gguf"
-    gguf_path = os.fspath(gguf_path)
+    context = _int_option("context", context, 2, 1 << 24)
+    max_tokens_per_call = _int_option("max_tokens_per_call", max_tokens_per_call, 1, 1 << 24)
+    if n_layers is not None:
+        n_layers = _int_option("n_layers", n_layers, 1, 1 << 20)
+    try:
+        gguf_path, out_path = os.fspath(gguf_path), os.fspath(out_path)
+    except TypeError as e:
+        raise InvalidArgument(f"kiln llm export: {e}") from None
     g = GgufFile(gguf_path)
     cfg = config_from_gguf(g)
     check_tensors(g, cfg)
@@ -272,10 +313,6 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
         if not 1 <= n_layers <= cfg.n_layers:
             raise ExportError(f"n_layers must be in 1..{cfg.n_layers}, got {n_layers}")
         cfg = LlamaConfig(**{**asdict(cfg), "n_layers": n_layers})
-    if not isinstance(context, int) or context < 2:
-        raise ExportError(f"context must be an integer >= 2, got {context!r}")
-    if not isinstance(max_tokens_per_call, int) or max_tokens_per_call < 1:
-        raise ExportError(f"max_tokens_per_call must be an integer >= 1, got {max_tokens_per_call!r}")
     notes = []
     if context > cfg.context_length:
         notes.append(f"context {context} exceeds the model's own {cfg.context_length}: using {cfg.context_length}")

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kiln import llm as _native
-from ..errors import NotSupported
+from ..errors import InvalidProgram, NotSupported
 
 # ggml type codes kiln dequantizes.
 F32, F16, Q4_0, Q4_1, Q8_0, BF16 = 0, 1, 2, 3, 8, 30
 QUANTIZED_TYPES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0"}
+# (elements, bytes) per block of each type kiln dequantizes.
+_BLOCK_BYTES = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18), Q4_1: (32, 20)}
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,16 @@ class GgufFile:
         t = self.tensors[name]
         data = self.raw(name)
         n = int(np.prod(t.shape))
+        block = _BLOCK_BYTES.get(t.ggml_type)
+        if block is not None:
+            elements, nbytes = block
+            want = -(-n // elements) * nbytes
+            if n % elements:
+                raise InvalidProgram(f"'{self.path}': tensor '{name}' is {t.type_name} with {n} elements, not whole "
+                                     f"blocks of {elements}")
+            if t.nbytes != want:
+                raise InvalidProgram(f"'{self.path}': tensor '{name}' ({t.type_name}, shape {list(t.shape)}) has "
+                                     f"{t.nbytes} bytes, not {want}")
         if t.ggml_type == F32:
             w = data.view(np.float32).copy()
         elif t.ggml_type == F16:

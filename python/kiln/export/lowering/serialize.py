@@ -220,9 +220,11 @@ def serialize(program: ProgramIR) -> bytes:
     return data
 
 
-def write_program(program: ProgramIR, path) -> int:
+def write_program(program: ProgramIR, path, check=None) -> int:
     """Writes the .kiln file of `program` to `path` and returns its size: the
     last stage of kiln.export.export. The bytes are those of serialize(program).
+    `check(temporary_path)`, when given, runs on the complete file before the
+    rename and may raise to refuse it.
 
     Atomic: the file is written under a temporary name in the same directory and
     renamed over `path` at the end, so a reader never sees a partial file and a
@@ -235,6 +237,8 @@ def write_program(program: ProgramIR, path) -> int:
         with os.fdopen(fd, "wb") as f:
             file_size = _write(program, f)
             assert f.tell() == file_size, (f.tell(), file_size)
+        if check is not None:
+            check(tmp)  # e.g. that this runtime loads it: refused before it takes its name
         # mkstemp makes the file 0600; a program file gets the permissions open() would give it.
         umask = os.umask(0)
         os.umask(umask)

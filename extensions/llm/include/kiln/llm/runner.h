@@ -74,12 +74,36 @@ namespace internal {
 struct RunnerState;
 }
 
-// Not thread-safe: one generation at a time per Runner (load one per thread).
 // The KV cache persists across calls: a prompt that starts with the tokens of
 // the last call (a chat's history) computes only what is new.
+//
+// Threads (docs/threads-and-files.md). A Runner is one KV cache and one
+// generation at a time; calls on it take turns as a Method's do:
+//  - Runner is Lockable (lock, try_lock, unlock). A thread that holds it may
+//    call everything; what stats() and generated_tokens() return is its own
+//    until it unlocks:
+//        { std::lock_guard<kiln::llm::Runner> turn(runner);
+//          auto text = runner.generate(prompt, options);
+//          auto tokens = runner.generated_tokens();
+//        }
+//  - A thread that does not hold the Runner may still call it alone. A call
+//    (begin, next, generate, generate_from_tokens, chat) that overlaps another
+//    thread's call or turn is refused with Error::Busy before it touches
+//    anything, and so is a call made from inside a call of the same Runner
+//    (from a TextCallback): a generation in progress is never disturbed.
+//  - cancel() may be called from any thread at any time, without the turn.
+//  - reset() waits for the turn another thread holds, so it lands between calls.
+//  - Each begin() starts a new generation with a new generation() id and ends
+//    the one before it. A pull-style caller that lets go of the turn between
+//    next() calls checks generation() when it takes the turn again: another
+//    id means another caller's generation superseded its own.
+//  - A Runner must not be moved or destroyed while a thread holds or calls it.
 class KILN_LLM_API Runner {
  public:
-  // InvalidProgram when the file lacks kiln.llm metadata or it does not match the program.
+  // InvalidProgram when the file lacks kiln.llm metadata or it does not match
+  // the program. A tokenizer with fewer tokens than the program has logits (a
+  // padded output layer) is accepted: the extra ids are never sampled (their
+  // logits are masked). A tokenizer with more tokens than logits is refused.
   static Result<Runner> load(const std::string& path, const RunnerOptions& options = {});
 
   const ModelConfig& config() const;
@@ -104,14 +128,24 @@ class KILN_LLM_API Runner {
   // completed no character yet) and false once generation has finished.
   Status begin(std::vector<int32_t> prompt, const GenerateOptions& options);
   Result<bool> next(std::string* piece);
-  // Ends the generation in progress now (finish_reason "cancelled").
+  // Ends the generation in progress at its next token (finish_reason
+  // "cancelled"); from any thread, without the turn. No effect when none is
+  // in progress; the next begin() starts afresh.
   void cancel();
+  // The id of the latest begin() (0 before the first): see Threads above.
+  uint64_t generation() const;
 
   // Tokens of the last generation (prompt excluded) and its stats.
   const std::vector<int32_t>& generated_tokens() const;
   const GenerationStats& stats() const;
-  // Forgets the KV cache: the next prompt is computed from scratch.
+  // Forgets the KV cache, and ends a generation in progress (finish_reason
+  // "cancelled"): the next prompt is computed from scratch.
   void reset();
+
+  // The turn (see Threads above): waits for it, takes it if free, gives it back.
+  void lock();
+  bool try_lock();
+  void unlock();
 
   Runner(Runner&&) noexcept;
   Runner& operator=(Runner&&) noexcept;
@@ -119,6 +153,11 @@ class KILN_LLM_API Runner {
 
  private:
   explicit Runner(std::unique_ptr<internal::RunnerState> state);
+  // The calls above, for a caller that has the turn.
+  Status begin_in_turn(std::vector<int32_t> prompt, const GenerateOptions& options);
+  Result<bool> next_in_turn(std::string* piece);
+  Result<std::string> generate_in_turn(std::vector<int32_t> prompt, const GenerateOptions& options,
+                                       const TextCallback& on_text);
   std::unique_ptr<internal::RunnerState> s_;
 };
 
