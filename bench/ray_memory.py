@@ -7,9 +7,10 @@ examples/ray/embed.py's pipeline: kiln.ray.Predictor with the optimized
 kernels, the same with kernels="portable", or eager PyTorch (tests/zoo's
 MiniLM, bench/ray_throughput.py's EagerMiniLM); a fourth kind loads no model
 (the Ray worker's own memory). Each actor embeds the same tokenized batches
-(256 generated sentences, twice); then, with all N alive and warm, each reads its /proc/self/smaps_rollup and /proc/self/smaps: its
-proportional set size (PSS: a private page counts whole, a page shared by k
-processes counts 1/k) and the PSS and RSS of the .kiln file's mapping alone.
+(256 generated sentences, twice); then, with all N alive and warm, each reads
+its /proc/self/smaps_rollup and /proc/self/smaps: its proportional set size
+(PSS: a private page counts whole, a page shared by k processes counts 1/k)
+and the PSS and RSS of the .kiln file's mapping alone.
 A page of the file that every actor touched counts (1/N) per actor.
 """
 
@@ -133,8 +134,8 @@ def main() -> None:
 
     print(f"\nprogram file {program.stat().st_size / MB:.1f} MB; PSS and the file's share averaged over the actors")
     if args.markdown:
-        print("\n| model stage | actors | PSS per actor (MB) | of which the .kiln mapping (MB) | file resident per actor (MB) "
-              "| packed weights per actor (MB) |")
+        print("\n| model stage | actors | PSS per actor (MB) | of which the .kiln mapping (MB) "
+              "| file resident per actor (MB) | packed weights per actor (MB) |")
         print("|---|---|---|---|---|---|")
         for runtime, actors, pss, fpss, frss, packed in rows:
             print(f"| {runtime} | {actors} | {pss:.0f} | {fpss:.1f} | {frss:.1f} | {packed:.1f} |")

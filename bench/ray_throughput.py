@@ -151,7 +151,8 @@ def main() -> None:
         for actors, ks, ts, kw, tw, err in results:
             print(f"| {actors} | {ks:.0f} | {ts:.0f} | {ks / ts:.2f}x | {kw:.0f} / {tw:.0f} | {err:.1e} |")
     else:
-        print(f"{'actors':>6} {'kiln rows/s':>12} {'torch rows/s':>13} {'ratio':>6} {'wall kiln':>10} {'wall torch':>11}")
+        print(f"{'actors':>6} {'kiln rows/s':>12} {'torch rows/s':>13} {'ratio':>6} {'wall kiln':>10} "
+              f"{'wall torch':>11}")
         for actors, ks, ts, kw, tw, _err in results:
             print(f"{actors:>6} {ks:>12.0f} {ts:>13.0f} {ks / ts:>6.2f} {kw:>10.0f} {tw:>11.0f}")
 

@@ -5,8 +5,9 @@
     python bench/zoo_loop.py --row ROW --dir DIR [--repeat R] [--kernels ...] [--threads N]
 
 Exports NAME (a bench_zoo.py model, or resnet18; vision models on a 1x3xNxN image, default 224
-as in compare.py) to DIR/NAME[-N].kiln once (later runs reuse the file and its inputs), loads it, and runs call I (bench_zoo's calls: MiniLM S=17 and S=128; SmolLM2 prefill and
-decode; one input for the CNNs) R times on N threads (default 1), printing the median. With --row,
+as in compare.py) to DIR/NAME[-N].kiln once (later runs reuse the file and its inputs), loads it,
+and runs call I (bench_zoo's calls: MiniLM S=17 and S=128; SmolLM2 prefill and decode; one input
+for the CNNs) R times on N threads (default 1), printing the median. With --row,
 runs a row of compare.py instead, from the files `compare.py --keep DIR` left in DIR (the model's
 .kiln and ROW.npz: the row's inputs, and the prefill a decode row runs once first). Under perf,
 with the unstripped runtime of the build directory preloaded so that kernels have their names:

@@ -278,7 +278,8 @@ def run_sample(op, sample, directory: str, *, kernels: str = "", runtime: str = 
     if any(x.layout != torch.strided or x.is_complex() for x in expected):
         return {"status": "skipped", "detail": "sparse or complex output"}
     if any(x.dtype in (torch.float16, torch.bfloat16) for x in expected):
-        return {"status": "skipped", "detail": "float16/bfloat16 output: kiln programs compute in float32 (docs/format.md)"}
+        return {"status": "skipped",
+                "detail": "float16/bfloat16 output: kiln programs compute in float32 (docs/format.md)"}
     outputs = RUNTIMES[runtime](module, tensors, directory, kernels)
     if isinstance(outputs, dict):  # the sample's status: it did not export or run
         return outputs
@@ -705,7 +706,8 @@ def operators_md_summary(report: dict, other: dict = None) -> str:
     s = report["summary"]
     name = runtime_name(report)
     lines = [OPERATORS_MD_MARKER, "", "## OpInfo sweep", "",
-             f"PyTorch's OpInfo samples ({s['num_samples']} {'/'.join(report['dtypes'])} samples of {s['operators']} OpInfos, "
+             f"PyTorch's OpInfo samples ({s['num_samples']} {'/'.join(report['dtypes'])} samples of "
+             f"{s['operators']} OpInfos, "
              f"torch {report['torch']}, {report['date']}), run with `scripts/opinfo_sweep.py`; per operator "
              "and sample in [opinfo.md](opinfo.md).", ""]
     reports = [report] + ([other] if other else [])

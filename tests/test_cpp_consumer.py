@@ -65,7 +65,8 @@ def test_hello_reports_bad_program(hello, tmp_path):
 def test_found_through_site_packages_prefix(tmp_path):
     # Plain CMake with CMAKE_PREFIX_PATH=<site-packages> finds <prefix>/kiln/lib/cmake/kiln.
     site_packages = Path(kiln.__file__).resolve().parent.parent
-    build_cmake_project(REPO / "examples" / "cpp" / "hello", tmp_path, defines={"CMAKE_PREFIX_PATH": str(site_packages)})
+    build_cmake_project(REPO / "examples" / "cpp" / "hello", tmp_path,
+                        defines={"CMAKE_PREFIX_PATH": str(site_packages)})
     cache = (tmp_path / "CMakeCache.txt").read_text()
     assert f"kiln_DIR:PATH={site_packages / 'kiln' / 'lib' / 'cmake' / 'kiln'}" in cache
 

@@ -28,8 +28,10 @@ def test_every_exception_is_exported_from_kiln():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda p: kiln.load(p, max_memory_bytes=-1), kiln.InvalidArgument, "max_memory_bytes must be an int from 1 to 2\\*\\*64 - 1, got -1"),
-    (lambda p: kiln.load(p, max_memory_bytes=2**70), kiln.InvalidArgument, "max_memory_bytes must be an int from 1 to 2\\*\\*64 - 1, got 1180591620717411303424"),
+    (lambda p: kiln.load(p, max_memory_bytes=-1), kiln.InvalidArgument,
+     "max_memory_bytes must be an int from 1 to 2\\*\\*64 - 1, got -1"),
+    (lambda p: kiln.load(p, max_memory_bytes=2**70), kiln.InvalidArgument,
+     "max_memory_bytes must be an int from 1 to 2\\*\\*64 - 1, got 1180591620717411303424"),
     (lambda p: kiln.load(p, max_memory_bytes="1G"), kiln.InvalidArgument, "max_memory_bytes must be an int"),
     (lambda p: kiln.load(p, kernels=5), kiln.InvalidArgument, "kernels must be a str"),
     (lambda p: kiln.load(p, isa=None), kiln.InvalidArgument, "isa must be a str"),
@@ -39,7 +41,8 @@ def test_every_exception_is_exported_from_kiln():
     (lambda p: kiln.set_num_threads(0), kiln.InvalidArgument, "set_num_threads needs an int from 1 to 1024, got 0"),
     (lambda p: kiln.set_num_threads(-1), kiln.InvalidArgument, "set_num_threads needs an int from 1 to 1024, got -1"),
     (lambda p: kiln.set_num_threads(2.5), kiln.InvalidArgument, "set_num_threads needs an int from 1 to 1024, got 2.5"),
-    (lambda p: kiln.set_num_threads(10**6), kiln.InvalidArgument, "set_num_threads needs an int from 1 to 1024, got 1000000"),
+    (lambda p: kiln.set_num_threads(10**6), kiln.InvalidArgument,
+     "set_num_threads needs an int from 1 to 1024, got 1000000"),
 ], ids=["memory-negative", "memory-huge", "memory-str", "kernels-int", "isa-none", "load_method-int",
         "method-none", "load_library-none", "threads-0", "threads-negative", "threads-float", "threads-huge"])
 def test_bad_arguments_raise_typed_errors(exported, call, error, message):

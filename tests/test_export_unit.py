@@ -183,7 +183,8 @@ def run_program(path, method_name, inputs):
     for i, v in enumerate(m.values):
         if v.valueType == S.ValueKind.Tensor:
             t = v.value
-            assert list(t.dimOrder if t.dimOrder is not None else []) == list(range(len(t.sizes if t.sizes is not None else [])))
+            assert (list(t.dimOrder if t.dimOrder is not None else [])
+                    == list(range(len(t.sizes if t.sizes is not None else []))))
             if t.storage == S.TensorStorage.Constant:
                 seg = program.segments[t.segment]
                 tensors[i] = view(raw, header["seg_off"] + int(seg.offset) + int(t.segmentOffset), t)

@@ -90,7 +90,8 @@ def test_readme_cpp_program_prints_the_status_of_a_missing_file(readme_program, 
 def test_unchecked_result_says_why_before_aborting(tmp_path):
     (tmp_path / "main.cpp").write_text(
         "#include <kiln/kiln.h>\n"
-        "int main() { return static_cast<int>(kiln::Program::load(\"/nonexistent/model.kiln\")->method_names().size()); }\n")
+        "int main() { return static_cast<int>(kiln::Program::load(\"/nonexistent/model.kiln\")"
+        "->method_names().size()); }\n")
     _compile(tmp_path / "main.cpp", tmp_path / "unchecked")
     proc = subprocess.run([str(tmp_path / "unchecked")], env=clean_env(), capture_output=True, text=True)
     assert proc.returncode == -signal.SIGABRT, (proc.returncode, proc.stderr)

@@ -68,7 +68,8 @@ def test_isa_can_be_lowered_and_bad_values_are_refused(tmp_path):
     assert out.strip() == "baseline"
     with pytest.raises(kiln.InvalidArgument, match="LoadOptions::isa is 'sse9'"):
         kiln.load(path, isa="sse9")
-    with pytest.raises(kiln.InvalidArgument, match="LoadOptions::kernels is 'fastest'; expected 'optimized' or 'portable'"):
+    with pytest.raises(kiln.InvalidArgument,
+                       match="LoadOptions::kernels is 'fastest'; expected 'optimized' or 'portable'"):
         kiln.load(path, kernels="fastest")
     foreign = "neon" if kiln.detected_isa() != "neon" else "avx2"
     with pytest.raises(kiln.InvalidArgument, match=f"'{foreign}', which is not an instruction set of this CPU"):
@@ -255,8 +256,9 @@ def test_neon_kernels_match_the_reference_under_qemu(request):
     # The NEON tables really ran (qemu-aarch64 emulates a CPU with every feature the level needs).
     assert "levels dispatched: baseline neon\n" in proc.stdout, proc.stdout[-2000:]
     # The levels the harness compares.
-    proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", str(build / "tests" / "cpp" / "kernel_tiers_test"),
-                           "--levels"], capture_output=True, text=True, env=clean_env(), timeout=600)
+    proc = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
+                           str(build / "tests" / "cpp" / "kernel_tiers_test"), "--levels"],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
     assert proc.stdout.split() == ["baseline", "neon"], proc.stdout + proc.stderr
 
 

@@ -294,7 +294,8 @@ def test_cli_chat_keeps_the_conversation(tiny):
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 2
     reused = [l for l in proc.stderr.splitlines() if l.startswith("prompt ")]
-    assert len(reused) == 2 and "(0 reused" in reused[0] and "(0 reused" not in reused[1]  # the second turn reuses the first
+    # The second turn reuses the first.
+    assert len(reused) == 2 and "(0 reused" in reused[0] and "(0 reused" not in reused[1]
 
 
 def test_default_weights_keep_the_gguf_bits_or_say_why_not(tmp_path):

@@ -80,7 +80,8 @@ def test_unsupported_architecture(tmp_path):
     from kiln.llm.export import export_gguf
 
     path = write_gguf(tmp_path / "qwen.gguf", arch="qwen2")
-    with pytest.raises(kiln.NotSupported, match=r"holds a model of architecture 'qwen2'; kiln llm export supports llama"):
+    with pytest.raises(kiln.NotSupported,
+                       match=r"holds a model of architecture 'qwen2'; kiln llm export supports llama"):
         export_gguf(path, tmp_path / "out.kiln")
     assert not (tmp_path / "out.kiln").exists()
     proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(path), "-o", str(tmp_path / "o.kiln")],

@@ -56,8 +56,8 @@ def _random_texts(n: int, seed: int) -> list:
     whitespace runs, punctuation, emoji, specials."""
     rng = random.Random(seed)
     atoms = ["a", "Z", "é", "ß", "ж", "λ", "ע", "ع", "न", "ि", "ก", "日", "本", "한", "😀", "👍🏽", "‍", "7", "٣", "½",
-             " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "'", "'s", "'ll", ".", ",", "!", "?", "-", "_", "(", ")",
-             "\"", "#", "$", "%", "&", "*", "/", "\\", "~"] + SPECIALS
+             " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "'", "'s", "'ll", ".", ",", "!", "?", "-", "_", "(",
+             ")", "\"", "#", "$", "%", "&", "*", "/", "\\", "~"] + SPECIALS
     return ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 40))) for _ in range(n)]
 
 

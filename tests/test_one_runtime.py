@@ -84,7 +84,8 @@ def python_embed_flags() -> tuple[str, str]:
         return run("--cflags"), run("--ldflags")
     libdir = sysconfig.get_config_var("LIBDIR")
     cflags = f"-I{sysconfig.get_path('include')}"
-    ldflags = f"-L{libdir} -Wl,-rpath,{libdir} -lpython{sysconfig.get_python_version()} {sysconfig.get_config_var('LIBS')}"
+    ldflags = (f"-L{libdir} -Wl,-rpath,{libdir} -lpython{sysconfig.get_python_version()} "
+               f"{sysconfig.get_config_var('LIBS')}")
     return cflags, ldflags
 
 
@@ -466,15 +467,18 @@ def test_load_order_gives_one_registry(plugin, order, tmp_path):
     program = tmp_path / "echo.kiln"
     backend_program(program, backend=PLUGIN_BACKEND, scale=2.0)
     load = {
-        "ctypes_global_before_import": f"import ctypes; ctypes.CDLL({str(plugin)!r}, mode=ctypes.RTLD_GLOBAL); import kiln",
-        "ctypes_local_before_import": f"import ctypes; ctypes.CDLL({str(plugin)!r}, mode=ctypes.RTLD_LOCAL); import kiln",
+        "ctypes_global_before_import":
+            f"import ctypes; ctypes.CDLL({str(plugin)!r}, mode=ctypes.RTLD_GLOBAL); import kiln",
+        "ctypes_local_before_import":
+            f"import ctypes; ctypes.CDLL({str(plugin)!r}, mode=ctypes.RTLD_LOCAL); import kiln",
         "ctypes_after_import": f"import ctypes, kiln; ctypes.CDLL({str(plugin)!r})",
         "load_library_after_import": f"import kiln; kiln.load_library({str(plugin)!r})",
     }[order]
     proc = run_python(f"""
         {load}
         import numpy as np
-        print("KERNELS:", [(k.op_name, k.library) for k in kiln.registered_kernels() if k.op_name.startswith("one_runtime::")])
+        print("KERNELS:", [(k.op_name, k.library) for k in kiln.registered_kernels()
+                           if k.op_name.startswith("one_runtime::")])
         print("BACKENDS:", [(b.name, b.library) for b in kiln.registered_backends()])
         print("COPIES:", kiln.runtime_copies())
         print("RUNTIME:", kiln.runtime_library_path())

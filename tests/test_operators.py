@@ -56,7 +56,8 @@ BIG = 20000  # elements: results above 64 KiB are not constant-folded, so factor
 CASES = {
     # indexing
     "index_dim1": ("aten::index.Tensor", lambda x, i: x[:, i], (X, torch.tensor([0, 4, -1, 2]))),
-    "index_dim0_2d_i32": ("aten::index.Tensor", lambda x, i: x[i], (X, torch.tensor([[1, 0], [-2, 1]], dtype=torch.int32))),
+    "index_dim0_2d_i32": ("aten::index.Tensor", lambda x, i: x[i],
+                          (X, torch.tensor([[1, 0], [-2, 1]], dtype=torch.int32))),
     "index_two_broadcast": ("aten::index.Tensor", lambda x, i, j: x[:, i, j],
                             (X, torch.tensor([[0], [3]]), torch.tensor([1, -1, 2]))),
     "index_rope_rows": ("aten::index.Tensor", lambda t, p: t[p], (randn(16, 8), torch.tensor([3, 4, 5]))),

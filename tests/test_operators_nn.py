@@ -49,7 +49,8 @@ def test_scatter_index_out_of_range_is_an_execution_error(out_dir, fn):
     ([1, 1], [0, 0], [0, 0], 3, "groups 3 must be in \\[1, 4\\] and divide the 4 input channels"),
     ([1 << 40, 1], [0, 0], [0, 0], 1, "stride 1099511627776 \\(height\\) must be in"),
 ])
-def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, padding, output_padding, groups, message):
+def test_conv_transpose2d_bad_arguments_are_execution_errors(tmp_path, stride, padding, output_padding, groups,
+                                                             message):
     """Arguments torch would never export, in a program built by hand: clear errors, no crash."""
     from kiln.export.lowering.ir import (
         BOUND,

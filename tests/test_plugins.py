@@ -143,7 +143,8 @@ def test_load_plugins_loads_entry_points(fake_distribution, plugin):
         import kiln
         print("BEFORE:", [b.name for b in kiln.registered_backends()])
         loaded = kiln.load_plugins()
-        print("LOADED:", [(lib.path, [k.op_name for k in lib.kernels], [b.name for b in lib.backends]) for lib in loaded])
+        print("LOADED:", [(lib.path, [k.op_name for k in lib.kernels], [b.name for b in lib.backends])
+                          for lib in loaded])
         print("AFTER:", [(b.name, b.library) for b in kiln.registered_backends()])
         print("AGAIN:", kiln.load_plugins() == loaded)
     """)

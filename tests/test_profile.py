@@ -130,7 +130,8 @@ def test_profile_table_names_the_costliest_operators(exported):
     profile = kiln.load(path).forward.profile(np.ones((2, 16, 64), np.float32))
     table = profile.table(top=3)
     lines = table.splitlines()
-    assert lines[0] == f"method 'forward': 1 call, {len(profile.instructions)} instructions per call; times are per call"
+    assert lines[0] == (f"method 'forward': 1 call, {len(profile.instructions)} instructions per call; "
+                        "times are per call")
     assert lines[1].split()[:5] == ["time", "share", "count", "operator", "kernel"]
     rows = lines[2:5]
     assert all(" ms " in row for row in rows)
@@ -181,7 +182,8 @@ def test_kiln_bench_reports_percentiles(exported):
     proc = kiln_cmd("bench", str(path), "--runs", "30", "--warmup", "3", "--threads", "1")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"{path} forward: inputs float32[4, 32] (random, seed 0); 1 thread(s), " + lines[0].split("1 thread(s), ")[1]
+    assert lines[0] == (f"{path} forward: inputs float32[4, 32] (random, seed 0); 1 thread(s), "
+                        + lines[0].split("1 thread(s), ")[1])
     assert lines[1] == "3 warm-up calls, 30 timed calls"
     fields = lines[2].split()
     assert fields[0] == "latency"

@@ -45,8 +45,9 @@ def test_portable_kernels_are_registered_by_the_runtime():
 def test_unknown_operator_fails_at_method_load(tmp_path):
     single_op_program(tmp_path / "p.kiln", "kiln_test::does_not_exist")
     program = kiln.load(tmp_path / "p.kiln")
-    with pytest.raises(kiln.MissingKernel, match=r"no kernel for kiln_test::does_not_exist.default with dtypes \(f32\); "
-                                                  r"no kernel is registered for this operator"):
+    with pytest.raises(kiln.MissingKernel,
+                       match=r"no kernel for kiln_test::does_not_exist.default with dtypes \(f32\); "
+                             r"no kernel is registered for this operator"):
         program.method("forward")
 
 

@@ -134,7 +134,8 @@ class Method:
         try:
             return self._native.run(args)
         except TypeError as e:
-            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
+            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: "
+                               f"{e}") from None
 
     __call__ = run
 
@@ -155,7 +156,8 @@ class Method:
             for _ in range(runs):
                 outputs = self._native.run_profiled(args, native)
         except TypeError as e:
-            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: {e}") from None
+            raise InvalidInput(f"method '{self.name}': an input is not an array, DLPack or buffer object: "
+                               f"{e}") from None
         return Profile(native, infos, outputs)
 
     def _by_position(self, inputs: tuple, named: dict) -> tuple:

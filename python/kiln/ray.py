@@ -63,7 +63,8 @@ class Predictor:
     with `id_column`, the ids of its first and last rows.
     """
 
-    def __init__(self, program: Union[PathLike, Callable[[], PathLike]], *, input_columns: Optional[Sequence[str]] = None,
+    def __init__(self, program: Union[PathLike, Callable[[], PathLike]], *,
+                 input_columns: Optional[Sequence[str]] = None,
                  output_columns: Optional[Sequence[str]] = None, keep_columns: Sequence[str] = (),
                  pad_ragged: Optional[dict] = None, pad_small: bool = True, num_threads: Optional[int] = None,
                  id_column: Optional[str] = None, method: str = "forward", **load_options):

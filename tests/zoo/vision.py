@@ -233,7 +233,8 @@ MODELS = ("mobilenet_v3_small", "efficientnet_like")
 def build(name: str, seed: int = 0, shape: tuple[int, ...] = INPUT_SHAPE) -> tuple[nn.Module, torch.Tensor]:
     """(model in eval mode, example input of `shape`); deterministic for a given seed.
     `name`: one of MODELS, or "resnet18" (bench/compare.py's, not tested here: too slow)."""
-    model = {"mobilenet_v3_small": MobileNetV3Small, "efficientnet_like": EfficientNetLike, "resnet18": ResNet18}[name]()
+    model = {"mobilenet_v3_small": MobileNetV3Small, "efficientnet_like": EfficientNetLike,
+             "resnet18": ResNet18}[name]()
     _randomize(model, seed)
     x = torch.randn(shape, generator=torch.Generator().manual_seed(seed + 1))
     return model, x

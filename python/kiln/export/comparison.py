@@ -1,5 +1,5 @@
-"""kiln.export.compare (this module is kiln.export.comparison): run a model in eager PyTorch and in kiln side by side and
-find the operator where their results start to differ.
+"""kiln.export.compare (this module is kiln.export.comparison): run a model in eager PyTorch and in kiln side by side
+and find the operator where their results start to differ.
 
     from kiln.export import compare
     result = compare(model, (x,))

@@ -91,7 +91,8 @@ from . import ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
 from .ops import SCHEMES, check_layout, decode
 
 # ggml type id -> (GGUF name, scheme, bytes per block of 32)
-GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20), 8: ("Q8_0", "q8_0", 34)}
+GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20),
+                                               8: ("Q8_0", "q8_0", 34)}
 
 # User-facing names -> scheme.
 _ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
