@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: sets up (scripts/setup.sh), then runs the tests against the installed
-# package in two passes side by side, the normal build (shared libkiln.so.0) and the static
-# KILN_BUILD_SHARED=OFF build (scripts/test_static.sh), and prints the 20 slowest tests of each.
+# The README's test command: sets up (scripts/setup.sh), checks the style (scripts/lint.sh), then
+# runs the tests against the installed package in two passes side by side, the normal build (shared
+# libkiln.so.0) and the static KILN_BUILD_SHARED=OFF build (scripts/test_static.sh), and prints the
+# 20 slowest tests of each.
 # `--full` adds the full tier (tests marked `full`, docs/developing.md); other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,8 @@ done
 start=$(date +%s)
 bash scripts/setup.sh
 echo "setup took $(( $(date +%s) - start )) s"
+lint_rc=0
+bash scripts/lint.sh || lint_rc=$?
 
 # Both passes are mostly one Python thread each; on two cores they run best together. The static
 # pass (its own build, then its tests) writes to a log that is printed when both have ended.
@@ -26,5 +29,6 @@ static_rc=0
 wait "$static_pid" || static_rc=$?
 echo "=== static build (KILN_BUILD_SHARED=OFF): scripts/test_static.sh, log $static_log ==="
 cat "$static_log"
-echo "test.sh: shared pass exit $shared_rc, static pass exit $static_rc, $(( $(date +%s) - start )) s in all"
-[ "$shared_rc" = 0 ] && [ "$static_rc" = 0 ]
+echo "test.sh: lint exit $lint_rc, shared pass exit $shared_rc, static pass exit $static_rc," \
+     "$(( $(date +%s) - start )) s in all"
+[ "$lint_rc" = 0 ] && [ "$shared_rc" = 0 ] && [ "$static_rc" = 0 ]

@@ -17,7 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for tests/models.py 
 
 import kiln  # noqa: E402  (after the path set-up above, which never adds the source tree)
 
-
 STATIC_RUNTIME = kiln._kiln.STATIC_RUNTIME
 
 
@@ -114,8 +113,9 @@ def exported(model_dir):
 
     def get(name: str):
         if name not in cache:
-            import models
             from kiln.export import export
+
+            import models
 
             model, inputs, kwargs = models.build(name)
             path = model_dir / f"{name}.kiln"

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import kiln
-from conftest import REPO, build_cmake_project, clean_env
 from kiln.llm import Runner
+
+from conftest import REPO, build_cmake_project, clean_env
 
 pytestmark = pytest.mark.shared_runtime
 
@@ -42,9 +43,11 @@ def test_generates_what_python_generates(app, llm_programs):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == want + "\n"
     assert "finish max_new_tokens" in proc.stderr
-    assert re.search(r"^prefill [0-9.]+ tok/s$", proc.stderr, re.M) and re.search(r"^decode [0-9.]+ tok/s$", proc.stderr, re.M)
+    assert re.search(r"^prefill [0-9.]+ tok/s$", proc.stderr, re.M)
+    assert re.search(r"^decode [0-9.]+ tok/s$", proc.stderr, re.M)
     # The registry it used is the wheel's runtime.
-    assert f"runtime {Path(kiln.library_path()).resolve()}" in proc.stderr or f"runtime {kiln.library_path()}" in proc.stderr
+    assert (f"runtime {Path(kiln.library_path()).resolve()}" in proc.stderr
+            or f"runtime {kiln.library_path()}" in proc.stderr)
 
 
 def test_the_default_quantized_export_runs(app, llm_programs):

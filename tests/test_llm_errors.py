@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import clean_env
 from kiln.llm import Runner, Tokenizer
+
+from conftest import clean_env
 
 
 def write_llama_gguf(path, *, change=None, drop=(), metadata=None, token_bytes=None):
@@ -115,6 +116,7 @@ def test_bad_export_options_are_invalid_argument(tmp_path):
 
 def test_an_export_that_would_not_load_writes_nothing(tmp_path):
     import torch
+
     from kiln.export import export
 
     class Double(torch.nn.Module):
@@ -132,6 +134,7 @@ def _padded_program(tmp_path, logits: int):
     of the real tokens in the output layer are zero and the others random, so that an unmasked
     greedy choice is an id the tokenizer does not have."""
     import torch
+
     from kiln.export import export
     from kiln.llm.model import Llama, LlamaConfig, build_llama
 

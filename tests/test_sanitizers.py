@@ -10,7 +10,6 @@ the fuzz targets link without libFuzzer); the full tier builds them with GCC as 
 kernel harness (docs/developing.md).
 """
 
-import os
 import random
 import shutil
 import struct

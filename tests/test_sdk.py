@@ -1,6 +1,5 @@
 """The C++ SDK inside the installed package: files, exported symbols, pkg-config (G1, G4)."""
 
-import os
 import re
 import shutil
 import subprocess
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import kiln
+
 from conftest import REPO, clean_env
 
 pytestmark = pytest.mark.shared_runtime
@@ -66,7 +66,8 @@ def test_each_header_compiles_alone(tmp_path):
 
 
 def test_runtime_soname_and_exports():
-    dynamic = subprocess.run(["readelf", "-d", str(LIB / "libkiln.so.0")], capture_output=True, text=True, check=True).stdout
+    dynamic = subprocess.run(["readelf", "-d", str(LIB / "libkiln.so.0")], capture_output=True, text=True,
+                             check=True).stdout
     assert re.search(r"SONAME.*\[libkiln\.so\.0\]", dynamic)
     symbols = subprocess.run(["nm", "-DC", "--defined-only", str(LIB / "libkiln.so.0")],
                              capture_output=True, text=True, check=True).stdout.splitlines()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import kiln
+
 from conftest import assert_close
 
 THREADS = 8

@@ -6,7 +6,7 @@ on first use.
 
 from . import _kiln
 from ._kiln import __version__
-from ._paths import cmake_dir, include_dir, library_path, lib_dir, pkgconfig_dir
+from ._paths import cmake_dir, include_dir, lib_dir, library_path, pkgconfig_dir
 from ._profile import Profile, ProfiledChunk, ProfiledInstruction
 from ._program import InstructionInfo, Method, MethodSpec, Program, TensorSpec, load
 from ._registry import (
@@ -19,11 +19,11 @@ from ._registry import (
     kernel_tiers,
     load_library,
     load_plugins,
-    runtime_copies,
     num_threads,
     registered_backends,
     registered_kernels,
     registration_failures,
+    runtime_copies,
     runtime_library_path,
     set_num_threads,
     supported_isas,

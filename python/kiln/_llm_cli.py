@@ -13,12 +13,15 @@ def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="at most N new tokens (default 256)")
     p.add_argument("--temperature", type=float, default=temperature, metavar="T",
                    help=f"sampling temperature; 0 is greedy (default {temperature})")
-    p.add_argument("--top-k", type=int, default=40, metavar="K", help="keep the K most likely tokens; 0: all (default 40)")
+    p.add_argument("--top-k", type=int, default=40, metavar="K",
+                   help="keep the K most likely tokens; 0: all (default 40)")
     p.add_argument("--top-p", type=float, default=0.95, metavar="P", help="nucleus sampling mass (default 0.95)")
     p.add_argument("--min-p", type=float, default=0.05, metavar="P",
                    help="drop tokens less likely than P times the most likely one (default 0.05)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R", help="> 1 discourages repeats (default 1)")
-    p.add_argument("--seed", type=int, default=-1, metavar="S", help="the same seed gives the same text (default: random)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, metavar="R",
+                   help="> 1 discourages repeats (default 1)")
+    p.add_argument("--seed", type=int, default=-1, metavar="S",
+                   help="the same seed gives the same text (default: random)")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop after TEXT (repeatable)")
     p.add_argument("--ignore-eos", action="store_true", help="do not stop at the model's end-of-turn tokens")
     p.add_argument("--threads", type=int, default=0, metavar="N",
@@ -33,7 +36,8 @@ def add_commands(sub) -> None:
     p = llm_sub.add_parser("export", help="export a GGUF Llama-family model (with its tokenizer) to one .kiln file")
     p.add_argument("gguf", help="the model, a .gguf file (llama architecture: Llama, SmolLM2)")
     p.add_argument("-o", "--output", required=True, help="the .kiln file to write")
-    p.add_argument("--quantize", choices=("int8", "int4"), help="re-quantize the weights (needs kiln's quantized operators)")
+    p.add_argument("--quantize", choices=("int8", "int4"),
+                   help="re-quantize the weights (needs kiln's quantized operators)")
     p.add_argument("--dtype", choices=("float32",), help="float32 weights (dequantized from the GGUF)")
     p.add_argument("--context", type=int, default=2048, metavar="N",
                    help="positions of the KV cache (default 2048, at most the model's own)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..errors import ExportError
 from .frontend.trace import trace
 from .lowering.lower import lower
 from .lowering.serialize import serialize, write_program

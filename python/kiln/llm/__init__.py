@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from .._kiln import llm as _native
 from .._program import DEFAULT_MAX_MEMORY_BYTES

@@ -30,7 +30,7 @@ from ..errors import ExportError, InvalidArgument, InvalidProgram, KilnError, No
 from ..export import export
 from ..export.report import ExportReport
 from .gguf import QUANTIZED_TYPES, GgufFile
-from .model import Llama, LlamaConfig, build_llama
+from .model import LlamaConfig, build_llama
 
 SUPPORTED_ARCHITECTURES = ("llama",)   # Llama 1/2-style and SmolLM2; no attention biases (Qwen2), no RoPE scaling
 DEFAULT_CONTEXT = 2048
@@ -119,7 +119,8 @@ def config_from_gguf(g: GgufFile) -> LlamaConfig:
         raise ExportError(f"'{g.path}': {arch}.vocab_size does not match the tokenizer's {cfg.vocab_size} tokens")
     rope_dims = g.metadata.get(f"{arch}.rope.dimension_count", cfg.head_dim)
     if rope_dims != cfg.head_dim:
-        raise NotSupported(f"'{g.path}': partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) are not supported")
+        raise NotSupported(f"'{g.path}': partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) "
+                           "are not supported")
     if g.metadata.get(f"{arch}.rope.scaling.type", "none") not in ("none", None):
         raise NotSupported(f"'{g.path}': RoPE scaling '{g.metadata[f'{arch}.rope.scaling.type']}' is not supported")
     return cfg
@@ -171,7 +172,7 @@ def check_tensors(g: GgufFile, cfg: LlamaConfig) -> None:
 def state_from_gguf(g: GgufFile, cfg: LlamaConfig) -> dict:
     """The float32 state dict (our names, Hugging Face q/k row order) of layers 0..cfg.n_layers-1."""
     state = {}
-    for name, t in g.tensors.items():
+    for name in g.tensors:
         ours = module_name(name)
         if ours is None:
             if name.startswith("rope_freqs") or name.endswith(".attn_rot_embd"):
@@ -247,7 +248,8 @@ class LlmExportReport:
 
     def __str__(self) -> str:
         c = self.config
-        lines = [f"{self.path}: {c['name'] or c['architecture']}, {c['n_layers']} layers, vocabulary {c['vocab_size']}, "
+        lines = [f"{self.path}: {c['name'] or c['architecture']}, {c['n_layers']} layers, "
+                 f"vocabulary {c['vocab_size']}, "
                  f"context {c['context_length']}, up to {c['max_tokens_per_call']} tokens per call, "
                  f"weights {self.weights}", str(self.export)]
         lines += [f"note: {n}" for n in self.notes]
