@@ -744,7 +744,7 @@ def interleaved(calls: dict, rounds: int, budget: float, min_rounds: int = 3, re
 
 
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
-    """max |out - ref| / max |ref|: the G7 measure (float32 target: within 1e-4)."""
+    """max |out - ref| / max |ref|: the measure of agreement with eager PyTorch (float32 target: within 1e-4)."""
     out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
     if out.shape != ref.shape:
         return math.inf

@@ -1,4 +1,4 @@
-"""kiln.llm generation speed: SmolLM2-135M prefill and decode tokens per second (issue 10).
+"""kiln.llm generation speed: SmolLM2-135M prefill and decode tokens per second.
 
     python bench/llm.py                       # float32, 1 and 2 threads
     python bench/llm.py --keep build/llm-bench --rounds 5 --threads 1,2

@@ -64,7 +64,7 @@ import time
 import zlib
 from pathlib import Path
 
-DEFAULT_TOLERANCE = 1e-4  # G7: max abs error relative to the output's scale
+DEFAULT_TOLERANCE = 1e-4  # against eager PyTorch: max abs error relative to the output's scale
 
 # Operators compared with a wider tolerance, each with its reason.
 TOLERANCES: dict = {}

@@ -46,8 +46,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if WHOLE_LLM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.whole_llm)
-    # G9: a static build has no libkiln.so.0 and no C++ SDK; tests of those are
-    # skipped there (and reported as skipped), every other test still runs.
+    # The static build (KILN_BUILD_SHARED=OFF, docs/architecture.md) has no libkiln.so.0
+    # and no C++ SDK; tests of those are skipped there (and reported as skipped), every other test still runs.
     if STATIC_RUNTIME:
         skip = pytest.mark.skip(reason="needs the shared runtime and C++ SDK (KILN_BUILD_SHARED=OFF build)")
         once = pytest.mark.skip(reason="does not depend on the installed build: runs in the shared-build pass")

@@ -1,5 +1,5 @@
 """Cases of tests/test_operators.py for convolution, pooling, sampling, normalization and scatter
-operators (issue 11), kept here so that each file stays readable: NN_CASES joins CASES and
+operators, kept here so that each file stays readable: NN_CASES joins CASES and
 NN_DYNAMIC_CASES joins DYNAMIC_CASES (same formats)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _dim(name, lo=1, hi=16):
 
 
 NN_CASES = {
-    # 1-d convolution and pooling: canonicalized onto the 2-d operators (issue 11)
+    # 1-d convolution and pooling: canonicalized onto the 2-d operators
     "conv1d": ("aten::conv2d.default", lambda x, w, b: F.conv1d(x, w, b, padding=1),
                (randn(2, 3, 10), randn(4, 3, 3), randn(4))),
     "conv1d_stride_dilation_groups": ("aten::conv2d.default",

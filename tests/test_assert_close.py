@@ -1,4 +1,4 @@
-"""The comparison every G7 test goes through (conftest.assert_close) fails where it must."""
+"""The comparison every test against eager PyTorch goes through (conftest.assert_close) fails where it must."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""G8/G11: what kiln borrows and maps, and what callers can do to it afterwards
+"""What kiln borrows and maps, and what callers can do to it afterwards without crashing it
 (docs/threads-and-files.md).
 
 - A buffer is borrowed only when nothing can write it afterwards (an immutable

@@ -1,4 +1,5 @@
-"""Bad program files (G8): truncated, bit-flipped, garbage, or lying about sizes.
+"""Bad program files (a typed error, never a crash; docs/fuzzing.md): truncated, bit-flipped, garbage,
+or lying about sizes.
 
 Every case runs in a subprocess so that a crash fails the test instead of
 killing the run; each must end in a typed KilnError (or, for flips that leave

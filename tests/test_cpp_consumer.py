@@ -1,4 +1,5 @@
-"""examples/cpp/hello built out of tree with only find_package(kiln) gives Python's outputs (G3, G4)."""
+"""examples/cpp/hello built out of tree with only find_package(kiln) gives Python's outputs,
+with a RUNPATH that needs no LD_LIBRARY_PATH."""
 
 import json
 import re

@@ -36,7 +36,7 @@ sys.path.insert(0, str(EXAMPLE))
 from kiln_demo.ops import DemoModel, scaled_tanh  # noqa: E402  (registers kiln_demo::scaled_tanh)
 
 PLUGIN = "libkiln_demo_ops.so"
-TOLERANCE = 1e-4  # G7: max abs error relative to the output's scale
+TOLERANCE = 1e-4  # against eager PyTorch: max abs error relative to the output's scale
 
 
 # -- test-only custom operators (export side only: they have no kernel) -------------

@@ -1,4 +1,4 @@
-"""Dynamic shapes (issue 5): dimensions declared with torch.export.Dim(max=...)
+"""Dynamic shapes (docs/format.md): dimensions declared with torch.export.Dim(max=...)
 are planned for their bound, run at any size within it, and are refused
 beyond it with InvalidInput."""
 

@@ -1,4 +1,4 @@
-"""What a new user meets in the first hour, following the README (issue 11, part 4).
+"""What a new user meets in the first hour, following the README.
 
 Each test failed before its fix: the README's C++ snippet did not check its
 Results and warned under -Wall -Wextra (a Span built from a braced list points

@@ -1,5 +1,5 @@
-"""G8 under libFuzzer: the fuzz targets of tests/cpp/fuzz (loader and verifier,
-method load, runs on fuzzed inputs; the LLM extension's GGUF reader,
+"""Typed errors, never crashes, under libFuzzer (docs/fuzzing.md): the fuzz targets of
+tests/cpp/fuzz (loader and verifier, method load, runs on fuzzed inputs; the LLM extension's GGUF reader,
 tokenizer.json reader and Runner::load's metadata checks), built with clang and
 -fsanitize=fuzzer,address,undefined by scripts/fuzz.py.
 

@@ -1,5 +1,5 @@
 """Hand-built programs that misuse run-time sizes (IntOp, IntValueList) and
-state: each ends in a typed error at load or at run, never a crash (G8)."""
+state: each ends in a typed error at load or at run, never a crash."""
 
 from __future__ import annotations
 

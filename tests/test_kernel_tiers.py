@@ -1,4 +1,4 @@
-"""Kernel tiers (G10): the highest tier whose prepare accepts an instruction serves it,
+"""Kernel tiers (docs/kernels.md): the highest tier whose prepare accepts an instruction serves it,
 the reference (portable) tier can be forced, the instruction-set level can be lowered,
 and every optimized kernel matches its reference at every level (the C++ harness).
 """

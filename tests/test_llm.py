@@ -1,5 +1,5 @@
 """kiln.llm end to end: `kiln llm export` of SmolLM2's GGUF, then generation from the
-.kiln file alone (G12).
+.kiln file alone (docs/llm.md).
 
   * greedy generation of 32 tokens equals eager PyTorch token for token (float32
     program; the eager model is built from weights read by the independent

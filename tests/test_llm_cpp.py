@@ -1,7 +1,7 @@
 """examples/cpp/llm, built out of tree with only find_package(kiln REQUIRED COMPONENTS llm)
 (or pkg-config kiln-llm), generates from a .kiln file what the Python runner generates,
 float32 and the export's default quantized weights alike; libkiln_llm.so.0 uses the one
-runtime (G2, G12) and brings libkiln_quantized.so.0; a kiln::runtime application given a
+runtime (docs/architecture.md) and brings libkiln_quantized.so.0; a kiln::runtime application given a
 quantized program is told which library to link."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""G6: `import kiln` and running a program need numpy only; torch is imported by kiln.export alone."""
+"""`import kiln` and running a program need numpy only; torch is imported by kiln.export alone."""
 
 import subprocess
 import sys

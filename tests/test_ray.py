@@ -1,4 +1,4 @@
-"""kiln.ray on a local Ray cluster (issue 13): map_batches against a plain loop over the same rows.
+"""kiln.ray on a local Ray cluster (docs/scaling.md): map_batches against a plain loop over the same rows.
 
 One Ray cluster (2 CPUs, no dashboard) serves the module; each test is bounded
 by an alarm. Models come from tests/models.py: a dynamic batch (up to 64 rows),

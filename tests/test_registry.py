@@ -1,4 +1,4 @@
-"""The process-wide registries: introspection, plugins, collisions, ABI checks (G5).
+"""The process-wide registries: introspection, plugins, collisions, ABI checks (docs/extending.md).
 
 The plugins are real shared libraries built here with only find_package(kiln).
 Each test that loads plugins runs in a fresh subprocess: a loaded library

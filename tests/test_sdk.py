@@ -1,4 +1,5 @@
-"""The C++ SDK inside the installed package: files, exported symbols, pkg-config (G1, G4)."""
+"""The C++ SDK inside the installed package: files, exported symbols, a RUNPATH that needs no
+LD_LIBRARY_PATH, pkg-config (docs/architecture.md)."""
 
 import re
 import shutil

@@ -1,4 +1,4 @@
-"""Mutable state (issue 5): module buffers updated in forward persist across
+"""Mutable state (docs/format.md): module buffers updated in forward persist across
 calls of one loaded method, reset on request, and are never shared between
 two loaded methods or two loaded programs."""
 

@@ -1,4 +1,5 @@
-"""G9: with KILN_BUILD_SHARED=OFF the runtime is embedded in the extension and nothing else is shipped."""
+"""The static build (KILN_BUILD_SHARED=OFF, docs/architecture.md): the runtime is embedded in the
+extension and nothing else is shipped."""
 
 import subprocess
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""G11: one Method called from many Python threads (program.forward shares one
+"""One Method called from many Python threads (program.forward shares one
 loaded Method): calls take turns, each caller gets its own answer, and state
 advances one whole call at a time (docs/threads-and-files.md).
 

@@ -43,7 +43,8 @@ class ValueComparison:
     """One intermediate value: kiln's against eager PyTorch's.
 
     `error` is the largest absolute difference relative to the value's scale
-    (its largest finite magnitude in eager), as G7 measures outputs; `ok` says
+    (its largest finite magnitude in eager), as outputs are measured against
+    eager PyTorch (docs/profiling.md); `ok` says
     whether it is within the tolerance."""
 
     index: int          # position among the compared values (graph order)

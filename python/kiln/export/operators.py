@@ -285,7 +285,7 @@ OPERATORS: Tuple[OpSpec, ...] = (
     OpSpec("aten::var.correction", dim_args=_DIM),
     OpSpec("aten::group_norm.default", keep_whole=True),
     OpSpec("aten::scaled_dot_product_attention.default", normalize=_sdpa, keep_whole=True),
-    # pooling with indices, scatter (issue 11; conv1d and the 1-d pools are canonicalized onto the 2-d ones)
+    # pooling with indices, scatter (conv1d and the 1-d pools are canonicalized onto the 2-d ones)
     OpSpec("aten::max_pool2d_with_indices.default", num_outputs=2, normalize=_pool_stride),
     OpSpec("aten::scatter.src", dim_args=_DIM, cast_args=("src",)),
     OpSpec("aten::scatter.value", dim_args=_DIM),

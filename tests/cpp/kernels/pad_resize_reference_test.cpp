@@ -1,4 +1,4 @@
-// The portable padding, resizing and reordering kernels of issue 11 (constant_pad_nd, upsample_nearest2d,
+// The portable padding, resizing and reordering kernels (constant_pad_nd, upsample_nearest2d,
 // upsample_bilinear2d, flip, roll, tril, triu), logsumexp, clamp.Tensor, fmod, sort, cumprod,
 // var.correction and group_norm: values at the limits of their scalar arguments against index
 // arithmetic, and the arguments a corrupt program may hold.
