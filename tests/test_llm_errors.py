@@ -74,7 +74,7 @@ MALFORMED = [
      "tensor 'blk.0.attn_q.weight' is [8, 6], but the metadata"),
     (dict(change={"token_embd.weight": (3, 7)}), kiln.InvalidProgram, "tensor 'token_embd.weight' is [3, 7]"),
     (dict(drop=("blk.0.ffn_down.weight",)), kiln.InvalidProgram,
-     "implies a tensor 'blk.0.ffn_down.weight', which the file does not have"),
+     "llama.block_count 1 implies 11 tensors but the file has 10"),
     (dict(metadata={"llama.embedding_length": "eight"}), kiln.ExportError,
      "metadata 'llama.embedding_length' is 'eight', not an integer"),
     (dict(metadata={"llama.attention.head_count": 3}), kiln.ExportError, "inconsistent model sizes"),
