@@ -122,7 +122,9 @@ def test_a_path_with_a_nul_byte_is_refused(tmp_path, reader):
         path = {str(tmp_path / name)!r} + "\\0.other"
         report(lambda: {READERS[reader]})
     """)
-    assert got.startswith("InvalidArgument") and "contains a NUL byte" in got, got
+    # Refused by the bindings' path argument ("without NUL bytes") before the C++ helper's own check
+    # ("contains a NUL byte"), which the C++ readers keep for C++ callers.
+    assert got.startswith("InvalidArgument") and ("contains a NUL byte" in got or "without NUL bytes" in got), got
 
 
 def test_a_tokenizer_json_costs_a_small_multiple_of_its_size(tmp_path):
