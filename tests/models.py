@@ -8,6 +8,17 @@ import torch
 from torch import nn
 
 
+class Fn(nn.Module):
+    """A module whose forward is `fn`: one operator (or a few) under test, exported alone."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()

@@ -16,6 +16,7 @@ import torch
 import kiln
 
 from conftest import assert_close
+from models import Fn
 
 GEN = torch.Generator().manual_seed(7)
 NAN = float("nan")
@@ -33,15 +34,6 @@ def masks(*shape):
     """All False, all True, random: the size is 0, the bound, and in between."""
     return [torch.zeros(shape, dtype=torch.bool), torch.ones(shape, dtype=torch.bool), rand_mask(*shape),
             rand_mask(*shape)]
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _unique_all(x):

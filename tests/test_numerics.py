@@ -23,17 +23,9 @@ import kiln
 import kiln.llm
 
 from conftest import KERNEL_CHOICE_IDS, KERNEL_CHOICES
+from models import Fn
 
 CHOICES = pytest.mark.parametrize("load_options", KERNEL_CHOICES, ids=KERNEL_CHOICE_IDS)
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def export_fn(tmp_path, name, fn, *inputs, operator=None):

@@ -15,18 +15,10 @@ import torch.nn.functional as F
 import kiln
 
 from conftest import REPO, assert_close
+from models import Fn
 from operator_cases_nn import NN_CASES, NN_DYNAMIC_CASES
 
 TOLERANCE = 1e-5
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 # One generator for the module, seeded once: every draw differs from the others, so

@@ -11,16 +11,8 @@ import torch.nn.functional as F
 
 import kiln
 
+from models import Fn
 from operator_cases_nn import randn
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 @pytest.fixture(scope="module")
