@@ -15,9 +15,7 @@ namespace kiln::bench {
 
 using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // CPU seconds used by this process (all its threads) or, with CLOCK_THREAD_CPUTIME_ID, by the
 // calling thread.

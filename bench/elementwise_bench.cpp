@@ -87,7 +87,8 @@ const Case kCases[] = {
     {"layer_norm [37,576] no affine", "aten::layer_norm.default",
      [](Call& c) { c.args.tensor(f32({1, 37, 576})).ints({576}).none().none().d(1e-5).b(true), c.out(37 * 576); }},
     // SmolLM2 prefill (37 tokens) and decode (1 token); KV capacity 128, 9 heads of 64.
-    {"smollm2 silu [37,1536]", "aten::silu.default", [](Call& c) { c.args.tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
+    {"smollm2 silu [37,1536]", "aten::silu.default",
+     [](Call& c) { c.args.tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
     {"smollm2 mul [37,1536]", "aten::mul.Tensor",
      [](Call& c) { c.args.tensor(f32({1, 37, 1536})).tensor(f32({1, 37, 1536})), c.out(37 * 1536); }},
     {"smollm2 pow [37,576]^2", "aten::pow.Tensor_Scalar",
@@ -138,8 +139,8 @@ const Case kCases[] = {
     {"smollm2 embedding 37 rows", "aten::embedding.default",
      [](Call& c) {
        c.args.tensor(f32({49152, 576}));
-       c.args.tensor(i64s({1, 2, 3, 500, 4000, 49000, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                           20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37},
+       c.args.tensor(i64s({1,  2,  3,  500, 4000, 49000, 7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                           20, 21, 22, 23,  24,   25,    26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37},
                           {1, 37}));
        c.args.i(-1).b(false).b(false);
        c.out(37 * 576);
@@ -147,7 +148,8 @@ const Case kCases[] = {
     // CNNs at 128x128 input.
     {"cnn hardswish [16,64,64]", "aten::hardswish.default",
      [](Call& c) { c.args.tensor(f32({1, 16, 64, 64})), c.out(16 * 64 * 64); }},
-    {"cnn silu [48,64,64]", "aten::silu.default", [](Call& c) { c.args.tensor(f32({1, 48, 64, 64})), c.out(48 * 64 * 64); }},
+    {"cnn silu [48,64,64]", "aten::silu.default",
+     [](Call& c) { c.args.tensor(f32({1, 48, 64, 64})), c.out(48 * 64 * 64); }},
     {"cnn sigmoid [1,96,1,1]", "aten::sigmoid.default", [](Call& c) { c.args.tensor(f32({1, 96, 1, 1})), c.out(96); }},
     {"cnn se mul [96,16,16]*[96,1,1]", "aten::mul.Tensor",
      [](Call& c) { c.args.tensor(f32({1, 96, 16, 16})).tensor(f32({1, 96, 1, 1})), c.out(96 * 16 * 16); }},
@@ -179,8 +181,10 @@ int main(int argc, char** argv) {
   int threads = 1;
   const char* filter = "";
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else filter = argv[i];
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else
+      filter = argv[i];
   }
   set_num_threads(threads);
   const std::vector<Isa> isas = supported_isas();

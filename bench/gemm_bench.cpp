@@ -64,7 +64,8 @@ __attribute__((target("avx512f"))) void fma_loop_avx512(int64_t iters) {
       "jnz 1b\n"
       : "+r"(iters)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
 }
 __attribute__((target("avx2,fma"))) void fma_loop_avx2(int64_t iters) {
   __asm__ volatile(
@@ -87,7 +88,8 @@ __attribute__((target("avx2,fma"))) void fma_loop_avx2(int64_t iters) {
       "jnz 1b\n"
       : "+r"(iters)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "cc");
 }
 #endif
 
@@ -195,7 +197,8 @@ struct Shape {
 // memory, not from L3.
 double time_gemm(const Shape& s, bool mm, int32_t tier, Isa isa, int threads, double batch_s, bool cold) {
   const int64_t weight_bytes = 4 * s.n * s.k;
-  const int copies = s.m <= 16 || cold ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
+  const int copies =
+      s.m <= 16 || cold ? static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / weight_bytes)) : 1;
   TestTensor x = filled({s.m, s.k}, false), y({s.m, s.n});
   struct Copy {
     TestTensor weight;
@@ -234,12 +237,12 @@ double time_conv(const ConvShape& s, int32_t tier, Isa isa, int threads, double 
 
 // Convolutions of a ResNet-18 at 224 x 224 and of MobileNetV3-small's depthwise layers.
 const ConvShape kConvShapes[] = {
-    {"r18 conv1 7x7/2", 3, 224, 224, 64, 7, 2, 3, 1},     {"r18 l1 3x3", 64, 56, 56, 64, 3, 1, 1, 1},
-    {"r18 l2 3x3/2", 64, 56, 56, 128, 3, 2, 1, 1},        {"r18 l2 3x3", 128, 28, 28, 128, 3, 1, 1, 1},
-    {"r18 l2 down 1x1/2", 64, 56, 56, 128, 1, 2, 0, 1},   {"r18 l3 3x3", 256, 14, 14, 256, 3, 1, 1, 1},
-    {"r18 l4 3x3", 512, 7, 7, 512, 3, 1, 1, 1},           {"mnv3 1x1 96->576", 96, 7, 7, 576, 1, 1, 0, 1},
-    {"mnv3 1x1 16->72", 16, 56, 56, 72, 1, 1, 0, 1},      {"dw 3x3 16ch 112", 16, 112, 112, 16, 3, 2, 1, 16},
-    {"dw 5x5 96ch 14", 96, 14, 14, 96, 5, 1, 2, 96},      {"dw 3x3 72ch 56", 72, 56, 56, 72, 3, 1, 1, 72},
+    {"r18 conv1 7x7/2", 3, 224, 224, 64, 7, 2, 3, 1},   {"r18 l1 3x3", 64, 56, 56, 64, 3, 1, 1, 1},
+    {"r18 l2 3x3/2", 64, 56, 56, 128, 3, 2, 1, 1},      {"r18 l2 3x3", 128, 28, 28, 128, 3, 1, 1, 1},
+    {"r18 l2 down 1x1/2", 64, 56, 56, 128, 1, 2, 0, 1}, {"r18 l3 3x3", 256, 14, 14, 256, 3, 1, 1, 1},
+    {"r18 l4 3x3", 512, 7, 7, 512, 3, 1, 1, 1},         {"mnv3 1x1 96->576", 96, 7, 7, 576, 1, 1, 0, 1},
+    {"mnv3 1x1 16->72", 16, 56, 56, 72, 1, 1, 0, 1},    {"dw 3x3 16ch 112", 16, 112, 112, 16, 3, 2, 1, 16},
+    {"dw 5x5 96ch 14", 96, 14, 14, 96, 5, 1, 2, 96},    {"dw 3x3 72ch 56", 72, 56, 56, 72, 3, 1, 1, 72},
 };
 
 }  // namespace
@@ -264,18 +267,17 @@ int main(int argc, char** argv) {
   }
   const double batch_s = quick ? 0.02 : 0.1;
   std::vector<Shape> shapes;
-  static const char* square_names[] = {"square 64", "square 128", "square 256", "square 512", "square 1024",
-                                       "square 2048"};
+  static const char* square_names[] = {"square 64",  "square 128",  "square 256",
+                                       "square 512", "square 1024", "square 2048"};
   int si = 0;
   for (int64_t n : {64, 128, 256, 512, 1024, 2048}) shapes.push_back({square_names[si++], n, n, n});
-  const Shape named[] = {{"MiniLM qkv/o", 128, 384, 384},     {"MiniLM ffn up", 128, 1536, 384},
-                         {"MiniLM ffn down", 128, 384, 1536}, {"SmolLM2 attn", 64, 576, 576},
-                         {"SmolLM2 mlp up", 64, 1536, 576},   {"SmolLM2 mlp down", 64, 576, 1536},
-                         {"SmolLM2 lm head", 64, 49152, 576}, {"decode up", 1, 1536, 576},
-                         {"decode down", 1, 576, 1536},       {"decode lm head", 1, 49152, 576},
-                         {"small M 2", 2, 1536, 576},         {"small M 4", 4, 1536, 576},
-                         {"small M 8", 8, 1536, 576},         {"small M 16", 16, 1536, 576},
-                         {"r18 l3 as C^T", 196, 256, 2304},    {"r18 l4 as C^T", 49, 512, 4608}};
+  const Shape named[] = {
+      {"MiniLM qkv/o", 128, 384, 384},     {"MiniLM ffn up", 128, 1536, 384}, {"MiniLM ffn down", 128, 384, 1536},
+      {"SmolLM2 attn", 64, 576, 576},      {"SmolLM2 mlp up", 64, 1536, 576}, {"SmolLM2 mlp down", 64, 576, 1536},
+      {"SmolLM2 lm head", 64, 49152, 576}, {"decode up", 1, 1536, 576},       {"decode down", 1, 576, 1536},
+      {"decode lm head", 1, 49152, 576},   {"small M 2", 2, 1536, 576},       {"small M 4", 4, 1536, 576},
+      {"small M 8", 8, 1536, 576},         {"small M 16", 16, 1536, 576},     {"r18 l3 as C^T", 196, 256, 2304},
+      {"r18 l4 as C^T", 49, 512, 4608}};
   shapes.insert(shapes.end(), std::begin(named), std::end(named));
 
   std::printf("optimized kernels at level %s\n", isa_name(isa));

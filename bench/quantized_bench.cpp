@@ -98,7 +98,8 @@ class Prepared {
     ctx_.services = nullptr;
     ctx_.state = state_;
     const size_t call = (ctx_.scratch_bytes + 63) / 64 * 64, worker = (ctx_.worker_scratch_bytes + 63) / 64 * 64;
-    scratch_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, call + worker * 8 + 64)), [](uint8_t* p) { std::free(p); });
+    scratch_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, call + worker * 8 + 64)),
+                   [](uint8_t* p) { std::free(p); });
     ctx_.scratch = scratch_.get();
     ctx_.worker_scratch_base = scratch_.get() + call;
     ctx_.worker_scratch_stride = worker;
@@ -138,8 +139,8 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
   if (scheme == "f32") {
     w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, k}, ScalarType::Float32, true);
     w.bytes = static_cast<size_t>(n * k * 4);
-    return std::make_unique<Prepared>("aten::linear.default", std::vector<Value>{tensor(x), tensor(*w.q), none()},
-                                      &y.t, tier, isa);
+    return std::make_unique<Prepared>("aten::linear.default", std::vector<Value>{tensor(x), tensor(*w.q), none()}, &y.t,
+                                      tier, isa);
   }
   const bool four = scheme != "q8_0";
   w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, four ? k / 2 : k}, four ? ScalarType::UInt8 : ScalarType::Int8,
@@ -152,11 +153,10 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
     w.bytes += static_cast<size_t>(n * (k / group) * 2);
     mins = tensor(*w.mins);
   }
-  return std::make_unique<Prepared>(
-      "kiln_quantized::linear.default",
-      std::vector<Value>{tensor(x), tensor(*w.q), tensor(*w.scales), mins, none(), string(scheme.c_str()),
-                         integer(group), string("float32")},
-      &y.t, tier, isa);
+  return std::make_unique<Prepared>("kiln_quantized::linear.default",
+                                    std::vector<Value>{tensor(x), tensor(*w.q), tensor(*w.scales), mins, none(),
+                                                       string(scheme.c_str()), integer(group), string("float32")},
+                                    &y.t, tier, isa);
 }
 
 // (seconds per call, weight bytes) of m rows against an [n, k] weight.
@@ -197,15 +197,18 @@ int main(int argc, char** argv) {
     }
   }
   set_num_threads(threads);
-  std::printf("kiln_quantized::linear, isa %s, %d thread(s); CPU time per thread, median of 5 batches\n",
-              isa_name(isa), threads);
+  std::printf("kiln_quantized::linear, isa %s, %d thread(s); CPU time per thread, median of 5 batches\n", isa_name(isa),
+              threads);
   struct Shape {
     const char* name;
     int64_t n, k;
   };
   // SmolLM2-135M's linear layers and its tied output projection.
-  const Shape shapes[] = {{"q/o 576x576", 576, 576},      {"k/v 192x576", 192, 576}, {"gate/up 1536x576", 1536, 576},
-                          {"down 576x1536", 576, 1536},   {"lm head 49152x576", 49152, 576}};
+  const Shape shapes[] = {{"q/o 576x576", 576, 576},
+                          {"k/v 192x576", 192, 576},
+                          {"gate/up 1536x576", 1536, 576},
+                          {"down 576x1536", 576, 1536},
+                          {"lm head 49152x576", 49152, 576}};
   const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"}, {"q8_0", "32"}, {"q4_1", "128"}, {"f32", "0"}};
   std::printf("%-20s %-8s %12s %10s %14s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us", "GFLOP/s");
   for (const Shape& s : shapes) {

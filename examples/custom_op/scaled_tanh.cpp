@@ -34,8 +34,7 @@ void scaled_tanh(const kiln::Tensor& x, kiln::Tensor& y, T scale, T offset) {
 kiln::Status scaled_tanh_run(kiln::KernelContext&, kiln::Span<const kiln::Value* const> inputs,
                              kiln::Span<kiln::Tensor* const> outputs) {
   KILN_CHECK_OR_RETURN(inputs.size() == 3 && outputs.size() == 1, KernelFailure,
-                       "%s: expected 3 inputs and 1 output, got %zu and %zu", kOp, inputs.size(),
-                       outputs.size());
+                       "%s: expected 3 inputs and 1 output, got %zu and %zu", kOp, inputs.size(), outputs.size());
   KILN_CHECK_OR_RETURN(inputs[0]->is_tensor(), KernelFailure, "%s: x must be a tensor", kOp);
   KILN_CHECK_OR_RETURN(inputs[1]->is_scalar() && inputs[2]->is_scalar(), KernelFailure,
                        "%s: scale and offset must be scalars, got %s and %s", kOp,
@@ -49,9 +48,7 @@ kiln::Status scaled_tanh_run(kiln::KernelContext&, kiln::Span<const kiln::Value*
     case kiln::ScalarType::Float32:
       scaled_tanh<float>(x, y, static_cast<float>(scale), static_cast<float>(offset));
       return kiln::Status::ok();
-    case kiln::ScalarType::Float64:
-      scaled_tanh<double>(x, y, scale, offset);
-      return kiln::Status::ok();
+    case kiln::ScalarType::Float64: scaled_tanh<double>(x, y, scale, offset); return kiln::Status::ok();
     default:  // unreachable: the registry only resolves this kernel for f32 and f64
       return kiln::Status(kiln::Error::KernelFailure,
                           kiln::format("%s: unsupported input %s", kOp, kiln::describe(x).c_str()));

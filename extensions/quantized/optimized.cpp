@@ -72,7 +72,8 @@ void pack_panels(const void* arg, void* dst) {
             uint8_t* out = dst_rows + i0 * l.row_bytes;
             for (int64_t i = 0; i < 16; ++i) {
               out[i * l.row_bytes] = static_cast<uint8_t>(out[i * l.row_bytes] | ((run[i] & 15) << shift));
-              out[(i + 16) * l.row_bytes] = static_cast<uint8_t>(out[(i + 16) * l.row_bytes] | ((run[i] >> 4) << shift));
+              out[(i + 16) * l.row_bytes] =
+                  static_cast<uint8_t>(out[(i + 16) * l.row_bytes] | ((run[i] >> 4) << shift));
             }
           }
         }
@@ -124,9 +125,9 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   KILN_CHECK_OR_RETURN(a.compute == Compute::Float32, NotSupported, "%s: compute=int8 runs on the reference kernel",
                        kLinearOp);
   const Tensor* q = &in[1]->as_tensor();
-  KILN_CHECK_OR_RETURN(q->is_constant() && in[2]->as_tensor().is_constant() &&
-                           (in[3]->is_none() || in[3]->as_tensor().is_constant()),
-                       NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
+  KILN_CHECK_OR_RETURN(
+      q->is_constant() && in[2]->as_tensor().is_constant() && (in[3]->is_none() || in[3]->as_tensor().is_constant()),
+      NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
   const QKernels& qk = optimized::q_kernels_for(ctx.isa);
   const F32GemmKernels& gk = optimized::f32_gemm_for(ctx.isa);
   KILN_CHECK_OR_RETURN(qk.nr == gk.nr, Internal, "%s: panel widths differ (%d, %d)", kLinearOp, qk.nr, gk.nr);
@@ -135,10 +136,9 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   s->q = &qk;
   s->gemm = &gk;
   PackArg arg{a.w, optimized::q_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group, qk.nr)};
-  const std::string layout =
-      format("kiln-quantized-panels-%s-g%lld-nr%d-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
-             static_cast<long long>(a.w.group), qk.nr, static_cast<long long>(a.w.n), static_cast<long long>(a.w.k),
-             static_cast<unsigned long long>(hash_scales(a.w)));
+  const std::string layout = format("kiln-quantized-panels-%s-g%lld-nr%d-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
+                                    static_cast<long long>(a.w.group), qk.nr, static_cast<long long>(a.w.n),
+                                    static_cast<long long>(a.w.k), static_cast<unsigned long long>(hash_scales(a.w)));
   const size_t bytes = static_cast<size_t>(arg.layout.panels) * static_cast<size_t>(arg.layout.panel_bytes);
   Result<const void*> packed = packed_constant(ctx, *q, layout.c_str(), bytes, pack_panels, &arg);
   if (!packed.ok()) return packed.status();
@@ -198,8 +198,10 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
     const bool threads = w.n * w.k * rows >= kMinParallelWeights && num_threads() > 1;
     const int64_t grain = threads ? (w.panels + num_threads() - 1) / num_threads() : w.panels;
     parallel_for(w.panels, std::max<int64_t>(grain, 1), [&](int64_t p0, int64_t p1) {
-      if (split) s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
-      else s.q->gemv_decoded(w, p0, p1, x, w.k, rows, bias, y, w.n);
+      if (split)
+        s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
+      else
+        s.q->gemv_decoded(w, p0, p1, x, w.k, rows, bias, y, w.n);
     });
     return Status::ok();
   }
@@ -235,8 +237,8 @@ Status embedding_run(KernelContext& ctx, Inputs in, Outputs out) {
   const DecodeRowFn decode_row = reinterpret_cast<DecodeRowFn>(ctx.state);
   float* y = out[0]->data_as<float>();
   for (int64_t t = 0; t < idx.numel(); ++t) {
-    const int64_t row = idx.dtype() == ScalarType::Int64 ? idx.data_as<const int64_t>()[t]
-                                                         : idx.data_as<const int32_t>()[t];
+    const int64_t row =
+        idx.dtype() == ScalarType::Int64 ? idx.data_as<const int64_t>()[t] : idx.data_as<const int32_t>()[t];
     KILN_CHECK_OR_RETURN(row >= 0 && row < w.n, KernelFailure, "%s: index %lld is out of range for %lld rows",
                          kEmbeddingOp, static_cast<long long>(row), static_cast<long long>(w.n));
     decode_row(rows, row, y + t * w.k);

@@ -74,9 +74,8 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   parallel_for(w.n, grain_for(a.m * w.k), [&](int64_t n0, int64_t n1) {
     for (int64_t i = 0; i < a.m; ++i) {
       for (int64_t j = n0; j < n1; ++j) {
-        const float dot = a.compute == Compute::Int8
-                              ? linear_int8(w, s.qx + i * w.k, s.dx + i * int8_blocks(w.k), j)
-                              : linear_f32(w, x + i * w.k, j);
+        const float dot = a.compute == Compute::Int8 ? linear_int8(w, s.qx + i * w.k, s.dx + i * int8_blocks(w.k), j)
+                                                     : linear_f32(w, x + i * w.k, j);
         y[i * w.n + j] = bias != nullptr ? dot + bias[j] : dot;
       }
     }
@@ -91,8 +90,8 @@ Status embedding_run(KernelContext&, Inputs in, Outputs out) {
   const Tensor& idx = *a.indices;
   float* y = out[0]->data_as<float>();
   for (int64_t t = 0; t < idx.numel(); ++t) {
-    const int64_t row = idx.dtype() == ScalarType::Int64 ? idx.data_as<const int64_t>()[t]
-                                                         : idx.data_as<const int32_t>()[t];
+    const int64_t row =
+        idx.dtype() == ScalarType::Int64 ? idx.data_as<const int64_t>()[t] : idx.data_as<const int32_t>()[t];
     KILN_CHECK_OR_RETURN(row >= 0 && row < w.n, KernelFailure, "%s: index %lld is out of range for %lld rows",
                          kEmbeddingOp, static_cast<long long>(row), static_cast<long long>(w.n));
     for (int64_t i = 0; i < w.k; ++i) y[t * w.k + i] = w.weight(row, i);

@@ -57,9 +57,9 @@ inline float half_to_float(uint16_t h) {
 struct QuantMatrix {
   Scheme scheme = Scheme::Q8_0;
   int64_t n = 0, k = 0, group = 0;
-  const uint8_t* q = nullptr;         // rows of row_bytes()
-  const uint16_t* scales = nullptr;   // [n, groups()] float16 bits
-  const uint16_t* mins = nullptr;     // [n, groups()] (q4_1) or null
+  const uint8_t* q = nullptr;        // rows of row_bytes()
+  const uint16_t* scales = nullptr;  // [n, groups()] float16 bits
+  const uint16_t* mins = nullptr;    // [n, groups()] (q4_1) or null
   int64_t groups() const { return k / group; }
   int64_t row_bytes() const { return scheme == Scheme::Q8_0 ? k : k / 2; }
   bool four_bit() const { return scheme != Scheme::Q8_0; }

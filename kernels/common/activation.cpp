@@ -16,10 +16,11 @@ struct Named {
   Activation kind;
 };
 constexpr Named kActivations[] = {
-    {"none", Activation::None},         {"relu", Activation::Relu},         {"clamp", Activation::Clamp},
-    {"gelu", Activation::Gelu},         {"gelu_tanh", Activation::GeluTanh}, {"silu", Activation::Silu},
-    {"sigmoid", Activation::Sigmoid},   {"tanh", Activation::Tanh},         {"hardswish", Activation::Hardswish},
-    {"hardsigmoid", Activation::Hardsigmoid},
+    {"none", Activation::None},           {"relu", Activation::Relu},
+    {"clamp", Activation::Clamp},         {"gelu", Activation::Gelu},
+    {"gelu_tanh", Activation::GeluTanh},  {"silu", Activation::Silu},
+    {"sigmoid", Activation::Sigmoid},     {"tanh", Activation::Tanh},
+    {"hardswish", Activation::Hardswish}, {"hardsigmoid", Activation::Hardsigmoid},
 };
 
 // A double bound as a float: beyond the float range it is unbounded (a direct

@@ -14,24 +14,47 @@ namespace kernels {
 // ---- scalar reference definitions (the formulas PyTorch documents), for float and double.
 // NaN passes through relu and clamp, as in PyTorch.
 namespace act {
-template <typename T> inline T relu(T v) { return v < T(0) ? T(0) : v; }
+template <typename T>
+inline T relu(T v) {
+  return v < T(0) ? T(0) : v;
+}
 // min(max(v, lo), hi); lo > hi yields hi.
-template <typename T> inline T clamp(T v, T lo, T hi) {
+template <typename T>
+inline T clamp(T v, T lo, T hi) {
   if (v < lo) v = lo;
   if (v > hi) v = hi;
   return v;
 }
-template <typename T> inline T sigmoid(T v) { return T(1) / (T(1) + std::exp(-v)); }
-template <typename T> inline T silu(T v) { return v / (T(1) + std::exp(-v)); }  // v * sigmoid(v)
-template <typename T> inline T tanh(T v) { return std::tanh(v); }
+template <typename T>
+inline T sigmoid(T v) {
+  return T(1) / (T(1) + std::exp(-v));
+}
+template <typename T>
+inline T silu(T v) {
+  return v / (T(1) + std::exp(-v));
+}  // v * sigmoid(v)
+template <typename T>
+inline T tanh(T v) {
+  return std::tanh(v);
+}
 // 0.5 v (1 + erf(v / sqrt(2)))
-template <typename T> inline T gelu(T v) { return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476))); }
+template <typename T>
+inline T gelu(T v) {
+  return T(0.5) * v * (T(1) + std::erf(v * T(0.7071067811865476)));
+}
 // 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3)))
-template <typename T> inline T gelu_tanh(T v) {
+template <typename T>
+inline T gelu_tanh(T v) {
   return T(0.5) * v * (T(1) + std::tanh(T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
 }
-template <typename T> inline T hardsigmoid(T v) { return std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
-template <typename T> inline T hardswish(T v) { return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6); }
+template <typename T>
+inline T hardsigmoid(T v) {
+  return std::min(std::max(v + T(3), T(0)), T(6)) / T(6);
+}
+template <typename T>
+inline T hardswish(T v) {
+  return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6);
+}
 }  // namespace act
 
 // ---- the activation of kiln::fused_linear / kiln::fused_conv2d

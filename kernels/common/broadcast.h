@@ -61,8 +61,7 @@ BroadcastPlan<N> make_broadcast_plan(const Dims& out, const Tensor* const (&in)[
   p.ndim = 0;
   for (int d = 0; d < nd; ++d) {
     bool merge = p.ndim > 0;
-    for (int k = 0; k < N && merge; ++k)
-      merge = p.strides[k][p.ndim - 1] == strides[k][d] * sizes[d];
+    for (int k = 0; k < N && merge; ++k) merge = p.strides[k][p.ndim - 1] == strides[k][d] * sizes[d];
     if (merge) {
       p.sizes[p.ndim - 1] *= sizes[d];
       for (int k = 0; k < N; ++k) p.strides[k][p.ndim - 1] = strides[k][d];

@@ -33,7 +33,6 @@ bool dispatch_all(ScalarType t, F&& fn) {  // every dtype with a C++ type (no f1
   }
 }
 
-
 // Reads one element. A bool is read as a byte and normalised: memory from a
 // corrupt program may hold any byte, and loading a bool that is not 0 or 1 is
 // undefined behaviour.
@@ -57,7 +56,6 @@ inline T wrapping_add(T a, T b) {
     return a + b;
   }
 }
-
 
 // Converts a double to T without undefined behaviour: NaN and out-of-range
 // values saturate for integer T.

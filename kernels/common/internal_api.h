@@ -33,10 +33,10 @@ constexpr uint32_t kKernelCodeNoteType = 0x4b4c4e32;  // "KLN2"
 }  // namespace kiln::kernels
 
 // At namespace scope of one .cpp file; `tag` (at most 15 characters) names the code in reports.
-#define KILN_KERNEL_CODE_NOTE(tag)                                                       \
-  namespace {                                                                            \
-  __attribute__((used, section(".note.kiln.kernels"), aligned(4))) const                 \
-      ::kiln::kernels::KernelCodeNote kiln_kernel_code_note = {                \
-          5, 16, ::kiln::kernels::kKernelCodeNoteType, "kiln", tag};           \
-  static_assert(sizeof(tag) <= 16, "a kernel code note's tag has at most 15 characters"); \
+#define KILN_KERNEL_CODE_NOTE(tag)                                                                                    \
+  namespace {                                                                                                         \
+  __attribute__((used, section(".note.kiln.kernels"), aligned(4)))                                                    \
+  const ::kiln::kernels::KernelCodeNote kiln_kernel_code_note = {5, 16, ::kiln::kernels::kKernelCodeNoteType, "kiln", \
+                                                                 tag};                                                \
+  static_assert(sizeof(tag) <= 16, "a kernel code note's tag has at most 15 characters");                             \
   }

@@ -67,8 +67,7 @@ Status no_alias(const char* op, Inputs in, Outputs out, bool self_ok) {
 }
 
 Status arity(const char* op, Inputs in, Outputs out, size_t n_in, size_t n_out, bool extra_outputs_ok) {
-  KILN_CHECK_OR_RETURN(in.size() == n_in, KernelFailure, "%s: expected %zu arguments, got %zu", op, n_in,
-                       in.size());
+  KILN_CHECK_OR_RETURN(in.size() == n_in, KernelFailure, "%s: expected %zu arguments, got %zu", op, n_in, in.size());
   KILN_CHECK_OR_RETURN(extra_outputs_ok ? out.size() >= n_out : out.size() == n_out, KernelFailure,
                        "%s: expected %s%zu output(s), got %zu", op, extra_outputs_ok ? "at least " : "", n_out,
                        out.size());
@@ -118,8 +117,7 @@ Status optional_tensor_arg(const char* op, Inputs in, size_t i, const char* name
     *out = nullptr;
     return Status::ok();
   }
-  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr)
-    return wrong_kind(op, i, name, "a Tensor or None", v);
+  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr) return wrong_kind(op, i, name, "a Tensor or None", v);
   KILN_RETURN_IF_ERROR(check_tensor(op, name, *v->tensor));
   *out = v->tensor;
   return Status::ok();
@@ -129,16 +127,14 @@ Status tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const ch
   return at_prepare ? prepare_tensor_arg(op, in, i, name, out) : tensor_arg(op, in, i, name, out);
 }
 
-Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name,
-                           const Tensor** out) {
+Status optional_tensor_arg(bool at_prepare, const char* op, Inputs in, size_t i, const char* name, const Tensor** out) {
   if (!at_prepare) return optional_tensor_arg(op, in, i, name, out);
   const Value* v = in[i];
   if (v != nullptr && v->is_none()) {
     *out = nullptr;
     return Status::ok();
   }
-  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr)
-    return wrong_kind(op, i, name, "a Tensor or None", v);
+  if (v == nullptr || !v->is_tensor() || v->tensor == nullptr) return wrong_kind(op, i, name, "a Tensor or None", v);
   return prepare_tensor_arg(op, in, i, name, out);
 }
 
@@ -190,8 +186,8 @@ Status optional_scalar_arg(const char* op, Inputs in, size_t i, const char* name
 Status int_list_arg(const char* op, Inputs in, size_t i, const char* name, Span<const int64_t>* out) {
   const Value* v = in[i];
   if (v == nullptr || v->kind != ValueKind::IntList) return wrong_kind(op, i, name, "an int list", v);
-  KILN_CHECK_OR_RETURN(v->ints.size == 0 || v->ints.data != nullptr, KernelFailure,
-                       "%s: argument %zu (%s) has no data", op, i, name);
+  KILN_CHECK_OR_RETURN(v->ints.size == 0 || v->ints.data != nullptr, KernelFailure, "%s: argument %zu (%s) has no data",
+                       op, i, name);
   // The list points into the program file; a corrupt file may leave it
   // misaligned, and reading a misaligned int64 is undefined behaviour.
   KILN_CHECK_OR_RETURN(v->ints.size == 0 || reinterpret_cast<uintptr_t>(v->ints.data) % alignof(int64_t) == 0,
@@ -212,8 +208,7 @@ Status optional_int_list_arg(const char* op, Inputs in, size_t i, const char* na
   return int_list_arg(op, in, i, name, out);
 }
 
-Status pair_arg(const char* op, Inputs in, size_t i, const char* name, int64_t out[2], bool empty_ok,
-                bool* empty) {
+Status pair_arg(const char* op, Inputs in, size_t i, const char* name, int64_t out[2], bool empty_ok, bool* empty) {
   const Value* v = in[i];
   if (empty != nullptr) *empty = false;
   if (v != nullptr && v->kind == ValueKind::Int) {
@@ -227,8 +222,8 @@ Status pair_arg(const char* op, Inputs in, size_t i, const char* name, int64_t o
     out[0] = out[1] = 0;
     return Status::ok();
   }
-  KILN_CHECK_OR_RETURN(list.size() == 1 || list.size() == 2, KernelFailure,
-                       "%s: %s must have 1 or 2 elements, got %zu", op, name, list.size());
+  KILN_CHECK_OR_RETURN(list.size() == 1 || list.size() == 2, KernelFailure, "%s: %s must have 1 or 2 elements, got %zu",
+                       op, name, list.size());
   out[0] = list[0];
   out[1] = list[list.size() - 1];
   return Status::ok();
@@ -246,8 +241,8 @@ Status optional_dtype_arg(const char* op, Inputs in, size_t i, const char* name,
   int64_t code = 0;
   KILN_RETURN_IF_ERROR(optional_int_arg(op, in, i, name, &code, present));
   if (!*present) return Status::ok();
-  KILN_CHECK_OR_RETURN(code >= 0 && code < kNumScalarTypes, KernelFailure, "%s: %s %lld is not a dtype code",
-                       op, name, static_cast<long long>(code));
+  KILN_CHECK_OR_RETURN(code >= 0 && code < kNumScalarTypes, KernelFailure, "%s: %s %lld is not a dtype code", op, name,
+                       static_cast<long long>(code));
   *out = static_cast<ScalarType>(code);
   return Status::ok();
 }

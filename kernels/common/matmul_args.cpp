@@ -37,8 +37,8 @@ Status bmm_shapes(const char* op, const Tensor& a, const Tensor& b, const Tensor
   KILN_RETURN_IF_ERROR(check_f32(op, a, "self", b, "mat2", y));
   KILN_CHECK_OR_RETURN(a.dim() == 3, KernelFailure, "%s: self must be 3-D, got %s", op, describe(a).c_str());
   KILN_CHECK_OR_RETURN(b.dim() == 3, KernelFailure, "%s: mat2 must be 3-D, got %s", op, describe(b).c_str());
-  KILN_CHECK_OR_RETURN(a.size(0) == b.size(0) && a.size(2) == b.size(1), KernelFailure,
-                       "%s: cannot multiply %s by %s", op, describe(a).c_str(), describe(b).c_str());
+  KILN_CHECK_OR_RETURN(a.size(0) == b.size(0) && a.size(2) == b.size(1), KernelFailure, "%s: cannot multiply %s by %s",
+                       op, describe(a).c_str(), describe(b).c_str());
   *s = MatmulShapes();
   s->m = a.size(1), s->k = a.size(2), s->n = b.size(2);
   s->batch_ndim = 1;
@@ -56,8 +56,8 @@ Status bmm_shapes(const char* op, const Tensor& a, const Tensor& b, const Tensor
 Status matmul_shapes(const char* op, const Tensor& a, const Tensor& b, const Tensor& y, MatmulShapes* s) {
   KILN_RETURN_IF_ERROR(check_f32(op, a, "self", b, "other", y));
   const int ad = a.dim(), bd = b.dim();
-  KILN_CHECK_OR_RETURN(ad >= 1 && bd >= 1, KernelFailure, "%s: both arguments must be at least 1-D, got %s and %s",
-                       op, describe(a).c_str(), describe(b).c_str());
+  KILN_CHECK_OR_RETURN(ad >= 1 && bd >= 1, KernelFailure, "%s: both arguments must be at least 1-D, got %s and %s", op,
+                       describe(a).c_str(), describe(b).c_str());
   const int64_t m = ad == 1 ? 1 : a.size(-2), k = a.size(-1);
   const int64_t kb = bd == 1 ? b.size(0) : b.size(-2), n = bd == 1 ? 1 : b.size(-1);
   KILN_CHECK_OR_RETURN(k == kb, KernelFailure, "%s: cannot multiply %s by %s", op, describe(a).c_str(),

@@ -30,7 +30,7 @@ struct Pool2dArgs {
   Window wh, ww;  // height and width (dilation 1 for avg_pool2d)
   bool ceil_mode = false;
   bool count_include_pad = true, has_divisor = false;  // avg_pool2d
-  int64_t divisor = 0;                                  // divisor_override when has_divisor (not 0)
+  int64_t divisor = 0;                                 // divisor_override when has_divisor (not 0)
 };
 Status pool2d_args(const char* op, Pool2d kind, bool at_prepare, Inputs in, Outputs out, Pool2dArgs* p);
 

@@ -41,7 +41,8 @@ Status sdpa_args(const char* op, Inputs in, Outputs out, SdpaArgs* a) {
                        "%s: incompatible query %s, key %s and value %s (enable_gqa=%d)", op, describe(*q).c_str(),
                        describe(*k).c_str(), describe(*v).c_str(), gqa ? 1 : 0);
   if (a->hkv == 0) a->hkv = 1;
-  KILN_CHECK_OR_RETURN(!(causal && mask != nullptr), KernelFailure, "%s: is_causal and attn_mask cannot both be given", op);
+  KILN_CHECK_OR_RETURN(!(causal && mask != nullptr), KernelFailure, "%s: is_causal and attn_mask cannot both be given",
+                       op);
   a->causal = causal;
   a->scale = has_scale ? scale : (a->e > 0 ? 1.0 / std::sqrt(static_cast<double>(a->e)) : 1.0);
   for (int64_t& st : a->mask_strides) st = 0;
@@ -57,9 +58,9 @@ Status sdpa_args(const char* op, Inputs in, Outputs out, SdpaArgs* a) {
       const int d = i + 4 - mask->dim();
       const int64_t ms = mask->sizes()[i];
       KILN_CHECK_OR_RETURN(ms == 1 || ms == full[d], KernelFailure,
-                           "%s: attn_mask %s cannot be broadcast to [%lld, %lld, %lld, %lld]", op, describe(*mask).c_str(),
-                           static_cast<long long>(a->b), static_cast<long long>(a->h), static_cast<long long>(a->l),
-                           static_cast<long long>(a->s));
+                           "%s: attn_mask %s cannot be broadcast to [%lld, %lld, %lld, %lld]", op,
+                           describe(*mask).c_str(), static_cast<long long>(a->b), static_cast<long long>(a->h),
+                           static_cast<long long>(a->l), static_cast<long long>(a->s));
       a->mask_strides[d] = ms == 1 ? 0 : s;
       s *= ms;
     }

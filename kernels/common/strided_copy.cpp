@@ -16,7 +16,6 @@ void contiguous_strides(Span<const int64_t> sizes, int64_t* strides) {
   }
 }
 
-
 namespace {
 
 template <typename T>

@@ -8,8 +8,7 @@
 namespace kiln {
 namespace kernels {
 
-int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
-                            bool ceil_mode) {
+int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
   const int64_t num = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
   // Floor division (num may be negative for a window larger than the input).
   int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
@@ -31,8 +30,8 @@ Status window_geometry(const char* op, const char* axis, int64_t in, int64_t ker
   KILN_CHECK_OR_RETURN(!pad_max_half_kernel || pad <= kernel / 2, KernelFailure,
                        "%s: padding %lld (%s) must be at most half the kernel size %lld", op,
                        static_cast<long long>(pad), axis, static_cast<long long>(kernel));
-  KILN_CHECK_OR_RETURN(in >= 1 && in <= kMaxElements, KernelFailure, "%s: input %s %lld must be in [1, %lld]", op,
-                       axis, static_cast<long long>(in), static_cast<long long>(kMaxElements));
+  KILN_CHECK_OR_RETURN(in >= 1 && in <= kMaxElements, KernelFailure, "%s: input %s %lld must be in [1, %lld]", op, axis,
+                       static_cast<long long>(in), static_cast<long long>(kMaxElements));
   // Every term is at most 2^60, so none of this overflows.
   const int64_t extent = dilation * (kernel - 1) + 1;
   KILN_CHECK_OR_RETURN(extent <= in + 2 * pad, KernelFailure,

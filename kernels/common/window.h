@@ -19,8 +19,7 @@ constexpr int64_t kMaxWindowParam = int64_t{1} << 30;
 // Output length of a pooling window sweep (PyTorch's pooling_output_shape):
 // ceil_mode rounds up, but the last window must start inside the input or its
 // left padding. May be <= 0. Precondition: parameters validated as window_geometry does.
-int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
-                            bool ceil_mode);
+int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode);
 
 // One spatial dim of a validated sliding window.
 struct Window {

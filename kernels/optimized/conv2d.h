@@ -16,8 +16,8 @@ namespace optimized {
 // its epilogue.
 struct ConvGeom : Conv2dShape {
   const float* x = nullptr;
-  const float* weight = nullptr;  // [cout, cin_g, kh, kw]
-  const float* bias = nullptr;    // [cout] or null
+  const float* weight = nullptr;    // [cout, cin_g, kh, kw]
+  const float* bias = nullptr;      // [cout] or null
   const float* residual = nullptr;  // the output's shape, or null
   float* y = nullptr;
   ActivationArg act;

@@ -33,8 +33,8 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // Layout of a band for one geometry.
 struct Band {
-  int64_t phase_len = 0;   // floats per stride phase of a band row
-  int64_t row_stride = 0;  // sw phases
+  int64_t phase_len = 0;     // floats per stride phase of a band row
+  int64_t row_stride = 0;    // sw phases
   int64_t rows_per_out = 0;  // band rows that one output row needs
   int64_t tap_offsets[kDepthwiseMaxTaps] = {};
 
@@ -197,9 +197,9 @@ Status depthwise_channels_conv(const ConvGeom& g, Isa isa, const float* packed, 
   const F32LayoutKernels& layout = f32_layout_for(isa);
   const int64_t width = k.width;
   ChannelPlan plan;
-  KILN_CHECK_OR_RETURN(plan_channels(g, width, &plan) && channel_scratch_floats(g, plan, width) * sizeof(float) <=
-                                                             scratch_bytes,
-                       KernelFailure, "conv2d: the depthwise scratch planned at load does not fit this input");
+  KILN_CHECK_OR_RETURN(
+      plan_channels(g, width, &plan) && channel_scratch_floats(g, plan, width) * sizeof(float) <= scratch_bytes,
+      KernelFailure, "conv2d: the depthwise scratch planned at load does not fit this input");
   const int64_t blocks = (g.cout + width - 1) / width, bands = (g.oh + plan.band_out_rows - 1) / plan.band_out_rows;
   const int64_t plane_in = g.h * g.w, plane_out = g.oh * g.ow, taps = g.kh * g.kw;
   const bool raw = g.residual != nullptr;  // the activation follows the residual, after the scatter

@@ -133,8 +133,8 @@ Status direct_conv(const ConvGeom& g, Isa isa, const float* packed, const Kernel
       layout.transpose(out, p.cols, pixels, channels, g.y + at, plane_out);
       if (raw) {
         for (int64_t c = 0; c < channels; ++c)
-          layout.add_activate(g.y + at + c * plane_out, g.residual + at + c * plane_out, pixels, g.act.kind,
-                              g.act.lo, g.act.hi);
+          layout.add_activate(g.y + at + c * plane_out, g.residual + at + c * plane_out, pixels, g.act.kind, g.act.lo,
+                              g.act.hi);
       }
     }
   });

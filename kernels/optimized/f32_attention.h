@@ -19,11 +19,11 @@ constexpr int64_t kAttentionGroupRows = 4;  // query rows per register tile at m
 
 // What every task of one call shares.
 struct AttentionShape {
-  int64_t rows_per_head = 0;   // L
-  int64_t keys = 0;            // S
-  int64_t e = 0, ev = 0;       // head dims of q/k and of v
+  int64_t rows_per_head = 0;  // L
+  int64_t keys = 0;           // S
+  int64_t e = 0, ev = 0;      // head dims of q/k and of v
   float scale = 1;
-  bool causal = false;         // key j visible to query position i iff j <= i
+  bool causal = false;                 // key j visible to query position i iff j <= i
   const uint8_t* bool_mask = nullptr;  // true = attend
   const float* float_mask = nullptr;   // added to the scaled scores
   int64_t mask_strides[4] = {};        // over [B, H, L, S], 0 where broadcast
@@ -34,8 +34,8 @@ struct AttentionShape {
 struct AttentionTask {
   const float* q = nullptr;
   float* out = nullptr;
-  const float* k = nullptr;  // [S, E] of the key/value head these rows read
-  const float* v = nullptr;  // [S, Ev]
+  const float* k = nullptr;                             // [S, E] of the key/value head these rows read
+  const float* v = nullptr;                             // [S, Ev]
   int64_t batch = 0, head = 0, position = 0, rows = 0;  // rows <= kAttentionRowChunk
 };
 

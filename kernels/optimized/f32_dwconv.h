@@ -19,7 +19,7 @@ struct DwconvRows {
   int64_t row_stride = 0;
   const int64_t* tap_offsets = nullptr;  // kw of them
   int64_t kh = 0, kw = 0;
-  int64_t sh = 1, dh = 1;  // band rows per output row and per tap row
+  int64_t sh = 1, dh = 1;          // band rows per output row and per tap row
   const float* weights = nullptr;  // kh x kw
   float bias = 0.0f;
   float* y = nullptr;

@@ -39,8 +39,8 @@ struct DwChannelsPixels {
   const float* bias = nullptr;     // the block's channels (channels floats), or null
   int64_t channels = 0;
   int64_t kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t rows = 0, ow = 0;  // output rows of the band, from tile row 0
-  float* out = nullptr;      // rows * ow vectors of W floats
+  int64_t rows = 0, ow = 0;           // output rows of the band, from tile row 0
+  float* out = nullptr;               // rows * ow vectors of W floats
   Activation act = Activation::None;  // applied unless Activation::None
   float lo = 0.0f, hi = 0.0f;         // Clamp bounds
 };

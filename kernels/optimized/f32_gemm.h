@@ -26,9 +26,9 @@ struct GemmTile {
   const float* b = nullptr;  // kc rows of nr floats
   float* c = nullptr;
   int64_t ldc = 0;
-  int64_t nc = 0;            // valid columns, 1..nr; the tile stores only these
-  bool accumulate = false;   // add C's contents (the sum over the earlier slices of K)
-  bool last = false;         // the last slice of K: apply the epilogue below before storing
+  int64_t nc = 0;           // valid columns, 1..nr; the tile stores only these
+  bool accumulate = false;  // add C's contents (the sum over the earlier slices of K)
+  bool last = false;        // the last slice of K: apply the epilogue below before storing
   // Epilogue: y = act(alpha * sum + bias + residual).
   float alpha = 1.0f;
   const float* bias = nullptr;  // at this tile's first column (per column) or first row (per row)
@@ -41,7 +41,7 @@ struct GemmTile {
 using GemmTileFn = void (*)(const GemmTile& t);
 
 struct F32GemmKernels {
-  int mr = 0, nr = 0;             // register tile: mr rows by nr columns of C
+  int mr = 0, nr = 0;              // register tile: mr rows by nr columns of C
   int64_t kc = 0, mc = 0, nc = 0;  // cache blocks: K slice, rows of A per L2 block, columns of B per block
   // tile[r - 1] computes a tile of r rows (1 <= r <= mr); tile[0] is the GEMV.
   GemmTileFn tile[kGemmMaxMR] = {};

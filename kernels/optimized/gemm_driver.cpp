@@ -151,8 +151,8 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
         } else if (p.b_cs == 1) {
           kr.pack_rows(p.b + off.b + k0 * p.b_rs + n0, p.b_rs, kcb, block_cols, b_buf);
         } else {
-          pack_b_panels(p.b + off.b + k0 * p.b_rs + n0 * p.b_cs, p.b_rs, p.b_cs, kcb, block_cols,
-                        static_cast<int>(nr), b_buf);
+          pack_b_panels(p.b + off.b + k0 * p.b_rs + n0 * p.b_cs, p.b_rs, p.b_cs, kcb, block_cols, static_cast<int>(nr),
+                        b_buf);
         }
         panel0 = b_buf;
       }
@@ -294,8 +294,8 @@ Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels
                                int64_t cs, int64_t k, int64_t n, int64_t batches, int64_t batch_stride) {
   const int64_t kc = k_slice(kernels, k);
   const PrepackArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.nr, batches, batch_stride};
-  const size_t bytes = static_cast<size_t>(batches * ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) *
-                       sizeof(float);
+  const size_t bytes =
+      static_cast<size_t>(batches * ceil_div(n, kernels.nr) * kernels.nr) * static_cast<size_t>(k) * sizeof(float);
   // Everything that determines the packed bytes besides the source's.
   const std::string layout =
       format("f32-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld-b%lldx%lld", static_cast<long long>(kc), kernels.nr,

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/internal_api.h"
 #include "common/activation.h"
+#include "common/internal_api.h"
 #include "kiln/kernel.h"
 #include "optimized/f32_gemm.h"
 

@@ -31,12 +31,11 @@ inline void log_isa_dispatch(Isa isa) noexcept {
 // Per level of the list (cpu_list.h): `t` is the table's (Type, name, attribute).
 #define KILN_ISA_EXTERN_(Type, name, attr) attr extern const Type name;
 #define KILN_ISA_NAME_(Type, name, attr) name
-#define KILN_ISA_DECLARE_LEVEL_(t, Enum, level, arch, value, features, flags)               \
-  KILN_ISA_IF_ARCH(arch, namespace level { KILN_ISA_EXTERN_ t })
-#define KILN_ISA_CASE_LEVEL_(t, Enum, level, arch, value, features, flags)                  \
-  KILN_ISA_IF_ARCH(arch, case ::kiln::Isa::Enum:                                            \
-                             ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Enum);          \
-                             return level::KILN_ISA_NAME_ t;)
+#define KILN_ISA_DECLARE_LEVEL_(t, Enum, level, arch, value, features, flags) \
+  KILN_ISA_IF_ARCH(arch, namespace level{KILN_ISA_EXTERN_ t})
+#define KILN_ISA_CASE_LEVEL_(t, Enum, level, arch, value, features, flags)                              \
+  KILN_ISA_IF_ARCH(arch, case ::kiln::Isa::Enum : ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Enum); \
+                   return level::KILN_ISA_NAME_ t;)
 
 // Declares `name` in every level's namespace and defines `name_for(Isa)`,
 // which returns the table of that level (the baseline one for a level this
@@ -45,13 +44,11 @@ inline void log_isa_dispatch(Isa isa) noexcept {
 // The same, exported to extension libraries (KILN_INTERNAL_API).
 #define KILN_INTERNAL_ISA_TABLE(Type, name) KILN_ISA_TABLE_WITH_(Type, name, KILN_INTERNAL_API)
 
-#define KILN_ISA_TABLE_WITH_(Type, name, attr)                                              \
-  KILN_ISA_LEVEL_LIST(KILN_ISA_DECLARE_LEVEL_, (Type, name, attr))                          \
-  inline const Type& name##_for(::kiln::Isa isa) {                                          \
-    switch (isa) {                                                                          \
-      KILN_ISA_LEVEL_LIST(KILN_ISA_CASE_LEVEL_, (Type, name, attr))                         \
-      default:                                                                              \
-        ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Baseline);                           \
-        return baseline::name;                                                              \
-    }                                                                                       \
+#define KILN_ISA_TABLE_WITH_(Type, name, attr)                                                  \
+  KILN_ISA_LEVEL_LIST(KILN_ISA_DECLARE_LEVEL_, (Type, name, attr))                              \
+  inline const Type& name##_for(::kiln::Isa isa) {                                              \
+    switch (isa) {                                                                              \
+      KILN_ISA_LEVEL_LIST(KILN_ISA_CASE_LEVEL_, (Type, name, attr))                             \
+      default: ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Baseline); return baseline::name; \
+    }                                                                                           \
   }

@@ -19,9 +19,8 @@ void activate(Isa isa, Activation act, const Tensor& x, Tensor& y, float lo = 0.
   const auto map = f32_activation_for(isa).map;
   const float* xp = x.data_as<const float>();
   float* yp = y.data_as<float>();
-  parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    map(act, xp + begin, yp + begin, end - begin, lo, hi);
-  });
+  parallel_for(x.numel(), kElementwiseGrain,
+               [&](int64_t begin, int64_t end) { map(act, xp + begin, yp + begin, end - begin, lo, hi); });
 }
 
 template <Activation kAct>

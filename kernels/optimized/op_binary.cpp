@@ -16,8 +16,8 @@ namespace {
 
 Status arith(KernelContext& ctx, const char* op, BinaryOp kind, Inputs in, Outputs out) {
   ArithArgs args;
-  KILN_RETURN_IF_ERROR(arith_args(op, kind == BinaryOp::Add || kind == BinaryOp::Sub, kind != BinaryOp::Div, in, out,
-                                  &args));
+  KILN_RETURN_IF_ERROR(
+      arith_args(op, kind == BinaryOp::Add || kind == BinaryOp::Sub, kind != BinaryOp::Div, in, out, &args));
   const Tensor *a = args.a, *b = args.b;
   const Tensor* ins[2] = {a, b};
   const BroadcastPlan<2> plan = make_broadcast_plan<2>(args.sizes, ins);

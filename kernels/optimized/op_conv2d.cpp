@@ -99,8 +99,8 @@ int64_t transposed_scratch_floats(const ConvGeom& g, const F32GemmKernels& kr) {
 // holds the taps k = (ci, i, j) of output pixel p), columns [k0, k0 + kc).
 // Tap by tap, so that the input is read along its rows (the block is small
 // enough to stay in L1 while its columns are written).
-void pack_im2col_transposed(const void* ctx, int64_t group, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
-                            float* dst, int64_t ld) {
+void pack_im2col_transposed(const void* ctx, int64_t group, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* dst,
+                            int64_t ld) {
   const ConvGeom& g = *static_cast<const ConvGeom*>(ctx);
   const int64_t c0 = group * g.cin_g;
   const int64_t hw = g.oh * g.ow, window = g.kh * g.kw;
@@ -310,8 +310,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
     case ConvPath::WinogradChannels:
       if (!winograd_input_ok(g)) break;
       return winograd_channels_conv(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
-    case ConvPath::Transposed:
-      return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
+    case ConvPath::Transposed: return conv_transposed(g, s.isa, s.packed, ctx, s.scratch, s.call_scratch);
     case ConvPath::Gemm: break;
   }
   return conv_gemm(g, s.isa, ctx, s.scratch);

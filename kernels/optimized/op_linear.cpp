@@ -28,7 +28,7 @@ Status gemm_linear_args(const char* op, bool fused, bool prepare, Inputs in, Out
 
 struct LinearState {
   const F32GemmKernels* kernels = nullptr;
-  const float* packed = nullptr;     // W^T in panels, or null: packed per block at run
+  const float* packed = nullptr;      // W^T in panels, or null: packed per block at run
   const void* packed_from = nullptr;  // the weight's data that `packed` holds
   size_t scratch = 0;                 // per worker
 };

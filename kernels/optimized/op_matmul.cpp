@@ -89,7 +89,7 @@ Status build_addmm(const char* op, bool prepare, Inputs in, Outputs out, Product
 
 struct MatmulState {
   const F32GemmKernels* kernels = nullptr;
-  const float* packed = nullptr;     // B in panels, or null: packed per block at run
+  const float* packed = nullptr;      // B in panels, or null: packed per block at run
   const void* packed_from = nullptr;  // the data of the constant B that `packed` holds
   size_t scratch = 0;                 // per worker
 };

@@ -27,7 +27,8 @@ Status adaptive_avg_pool2d_run(KernelContext& ctx, Inputs in, Outputs out) {
   const float* xp = args.x->data_as<const float>();
   float* yp = y.data_as<float>();
   if (oh == 1 && ow == 1) {  // global average pooling: one mean per plane
-    parallel_for(pi.planes, grain_for(h * w), [&](int64_t p0, int64_t p1) { k.mean_rows(xp + p0 * h * w, p1 - p0, h * w, yp + p0); });
+    parallel_for(pi.planes, grain_for(h * w),
+                 [&](int64_t p0, int64_t p1) { k.mean_rows(xp + p0 * h * w, p1 - p0, h * w, yp + p0); });
     return Status::ok();
   }
   // Regions [floor(i * h / oh), ceil((i + 1) * h / oh)), as in the portable kernel.
@@ -135,9 +136,14 @@ Status pool_run(KernelContext& ctx, const char* op, bool max, Inputs in, Outputs
         const AvgExtent ei = avg_extent(p.wh, h, i);
         for (int64_t j = 0; j < ow; ++j) {
           const AvgExtent ej = avg_extent(p.ww, w, j);
-          const int64_t div = p.has_divisor ? p.divisor : p.count_include_pad ? ei.padded * ej.padded : ei.inside * ej.inside;
+          const int64_t div = p.has_divisor         ? p.divisor
+                              : p.count_include_pad ? ei.padded * ej.padded
+                                                    : ei.inside * ej.inside;
           // A window with no input (ceil_mode) gives 0.
-          yo[i * ow + j] = ej.inside <= 0 ? 0.0f : static_cast<float>(static_cast<double>(dense[j * p.ww.stride]) / static_cast<double>(div));
+          yo[i * ow + j] =
+              ej.inside <= 0
+                  ? 0.0f
+                  : static_cast<float>(static_cast<double>(dense[j * p.ww.stride]) / static_cast<double>(div));
         }
       }
     }

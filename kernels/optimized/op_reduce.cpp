@@ -30,7 +30,8 @@ Status mean_args(bool at_prepare, Inputs in, Outputs out, bool* trailing, int64_
     int64_t w;
     KILN_RETURN_IF_ERROR(wrap_dim(kOp, d, nd, &w));
     if (nd == 0) continue;
-    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", kOp, static_cast<long long>(d));
+    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", kOp,
+                         static_cast<long long>(d));
     reduce[w] = true;
   }
   int first = nd;  // the reduced dims must be [first, nd)
@@ -44,8 +45,10 @@ Status mean_args(bool at_prepare, Inputs in, Outputs out, bool* trailing, int64_
   if (at_prepare) return Status::ok();
   Dims sizes;
   for (int d = 0; d < nd; ++d) {
-    if (d < first) sizes.push(x->sizes()[d]);
-    else if (keepdim) sizes.push(1);
+    if (d < first)
+      sizes.push(x->sizes()[d]);
+    else if (keepdim)
+      sizes.push(1);
   }
   return resize_output(kOp, out[0], sizes.span());
 }

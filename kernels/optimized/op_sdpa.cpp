@@ -44,8 +44,9 @@ Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(sdpa_args(kOp, in, out, &a));
   const auto* st = static_cast<const SdpaState*>(ctx.state);
   KILN_CHECK_OR_RETURN(a.e <= st->e && a.ev <= st->ev, KernelFailure,
-                       "%s: head dims %lld and %lld exceed the prepared %lld and %lld", kOp, static_cast<long long>(a.e),
-                       static_cast<long long>(a.ev), static_cast<long long>(st->e), static_cast<long long>(st->ev));
+                       "%s: head dims %lld and %lld exceed the prepared %lld and %lld", kOp,
+                       static_cast<long long>(a.e), static_cast<long long>(a.ev), static_cast<long long>(st->e),
+                       static_cast<long long>(st->ev));
   Tensor& y = *out[0];
   if (y.numel() == 0) return Status::ok();
 
@@ -54,8 +55,10 @@ Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
   sh.scale = static_cast<float>(a.scale);
   sh.causal = a.causal;
   if (a.mask != nullptr) {
-    if (a.mask->dtype() == ScalarType::Bool) sh.bool_mask = a.mask->data_as<const uint8_t>();
-    else sh.float_mask = a.mask->data_as<const float>();
+    if (a.mask->dtype() == ScalarType::Bool)
+      sh.bool_mask = a.mask->data_as<const uint8_t>();
+    else
+      sh.float_mask = a.mask->data_as<const float>();
     std::copy(a.mask_strides, a.mask_strides + 4, sh.mask_strides);
   }
   // The query heads of a group are neighbours in q and y: their rows form one run of group * L rows.

@@ -15,9 +15,8 @@ void map_elements(Isa isa, UnaryMath op, const Tensor& x, Tensor& y, int exponen
   const auto map = f32_unary_for(isa).map;
   const float* xp = x.data_as<const float>();
   float* yp = y.data_as<float>();
-  parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    map(op, xp + begin, yp + begin, end - begin, exponent);
-  });
+  parallel_for(x.numel(), kElementwiseGrain,
+               [&](int64_t begin, int64_t end) { map(op, xp + begin, yp + begin, end - begin, exponent); });
 }
 
 template <UnaryMath kOp>

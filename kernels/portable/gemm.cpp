@@ -54,8 +54,7 @@ void pack_a(const float* a, int64_t rs, int64_t cs, int64_t mc, int64_t kc, floa
         for (int64_t r_ = 0; r_ < MR; ++r_) dst[k * MR + r_] = r[r_][k];
     } else {
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r_ = 0; r_ < MR; ++r_)
-          dst[k * MR + r_] = r_ < rows ? a[(i0 + r_) * rs + k * cs] : 0.0f;
+        for (int64_t r_ = 0; r_ < MR; ++r_) dst[k * MR + r_] = r_ < rows ? a[(i0 + r_) * rs + k * cs] : 0.0f;
     }
     dst += kc * MR;
   }
@@ -83,8 +82,8 @@ void pack_b_strided(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t 
 
 // C[0:rows, 0:cols] += alpha * (packed A strip) @ (packed B strip). Fixed trip
 // counts let the compiler keep the MR x NR accumulators in vector registers.
-void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* c,
-                  int64_t ldc, int64_t rows, int64_t cols, float alpha, bool overwrite) {
+void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc, int64_t rows,
+                  int64_t cols, float alpha, bool overwrite) {
   float acc[MR][NR] = {};
   for (int64_t k = 0; k < kc; ++k) {
     for (int64_t i = 0; i < MR; ++i) {
@@ -108,8 +107,8 @@ void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict
 
 // C[0:m0] += alpha * dot products: used when the problem is a matrix-vector product,
 // where packing would only add traffic. `x` is contiguous; rows of `mat` are contiguous.
-void gemv_rows(const float* mat, int64_t ld, const float* x, int64_t k, float* y, int64_t y_stride,
-               int64_t rows, float alpha, bool overwrite) {
+void gemv_rows(const float* mat, int64_t ld, const float* x, int64_t k, float* y, int64_t y_stride, int64_t rows,
+               float alpha, bool overwrite) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = mat + r * ld;
     float part[8] = {};
@@ -164,8 +163,8 @@ bool try_gemv(const GemmProblem& p, int64_t batches) {
       if (row_vec) {
         gemv_rows(p.b + o.b + i0 * p.b_cs, p.b_cs, p.a + o.a, p.k, p.c + o.c + i0, 1, i1 - i0, p.alpha, p.overwrite);
       } else {
-        gemv_rows(p.a + o.a + i0 * p.a_rs, p.a_rs, p.b + o.b, p.k, p.c + o.c + i0 * p.c_rs, p.c_rs,
-                  i1 - i0, p.alpha, p.overwrite);
+        gemv_rows(p.a + o.a + i0 * p.a_rs, p.a_rs, p.b + o.b, p.k, p.c + o.c + i0 * p.c_rs, p.c_rs, i1 - i0, p.alpha,
+                  p.overwrite);
       }
       begin += i1 - i0;
     }

@@ -17,8 +17,8 @@ constexpr int64_t kGemmNR = 8;
 // Packs the block B[k0 : k0+kc, n0 : n0+nc] of batch `batch` into `dst` as
 // ceil(nc / kGemmNR) strips, each kc rows of kGemmNR floats, zero-padding
 // columns past nc. Lets conv2d feed an implicit im2col into the same GEMM.
-using GemmPackBFn = void (*)(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t n0,
-                             int64_t nc, float* dst);
+using GemmPackBFn = void (*)(const void* ctx, int64_t batch, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                             float* dst);
 
 // C (+)= alpha * A @ B for every batch, with A [m, k], B [k, n], C [m, n] given
 // by element strides (rs = row stride, cs = column stride), so transposed

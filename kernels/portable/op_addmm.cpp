@@ -1,8 +1,8 @@
 // aten::addmm.default: beta * self + alpha * (mat1 @ mat2), self broadcast to [M, N].
-#include "portable/gemm.h"
+#include "common/broadcast.h"
 #include "common/kernel_args.h"
 #include "common/matmul_args.h"
-#include "common/broadcast.h"
+#include "portable/gemm.h"
 
 namespace kiln {
 namespace kernels {

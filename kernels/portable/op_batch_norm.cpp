@@ -23,7 +23,8 @@ Status batch_norm_no_training_run(KernelContext&, Inputs in, Outputs out) {
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_dtype(op, *x, "input", ScalarType::Float32));
   KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
-  KILN_CHECK_OR_RETURN(x->dim() >= 2, KernelFailure, "%s: input must be at least 2-D, got %s", op, describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(x->dim() >= 2, KernelFailure, "%s: input must be at least 2-D, got %s", op,
+                       describe(*x).c_str());
   const int64_t c = x->size(1);
   const char* names[4] = {"weight", "bias", "running_mean", "running_var"};
   const Tensor* params[4] = {w, b, mean, var};
@@ -43,23 +44,25 @@ Status batch_norm_no_training_run(KernelContext&, Inputs in, Outputs out) {
   const float* mp = mean->data_as<const float>();
   const float* vp = var->data_as<const float>();
   float* yp = y.data_as<float>();
-  parallel_for(planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)), [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t ch = p % c;
-      // Folded into one multiply-add per element.
-      const double inv = 1.0 / std::sqrt(static_cast<double>(vp[ch]) + eps);
-      const float scale = static_cast<float>(inv * (wp != nullptr ? wp[ch] : 1.0f));
-      const float shift = static_cast<float>((bp != nullptr ? bp[ch] : 0.0f) - mp[ch] * inv * (wp != nullptr ? wp[ch] : 1.0f));
-      const float* src = xp + p * inner;
-      float* dst = yp + p * inner;
-      for (int64_t i = 0; i < inner; ++i) dst[i] = src[i] * scale + shift;
-    }
-  });
+  parallel_for(
+      planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)), [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t ch = p % c;
+          // Folded into one multiply-add per element.
+          const double inv = 1.0 / std::sqrt(static_cast<double>(vp[ch]) + eps);
+          const float scale = static_cast<float>(inv * (wp != nullptr ? wp[ch] : 1.0f));
+          const float shift =
+              static_cast<float>((bp != nullptr ? bp[ch] : 0.0f) - mp[ch] * inv * (wp != nullptr ? wp[ch] : 1.0f));
+          const float* src = xp + p * inner;
+          float* dst = yp + p * inner;
+          for (int64_t i = 0; i < inner; ++i) dst[i] = src[i] * scale + shift;
+        }
+      });
   return Status::ok();
 }
 
-KILN_REGISTER_KERNEL("aten::_native_batch_norm_legit_no_training.default", "f32,f32,f32|f32,f32,f32,f32|f32,f32,f32,f32,f32",
-                     batch_norm_no_training_run);
+KILN_REGISTER_KERNEL("aten::_native_batch_norm_legit_no_training.default",
+                     "f32,f32,f32|f32,f32,f32,f32|f32,f32,f32,f32,f32", batch_norm_no_training_run);
 
 }  // namespace portable
 }  // namespace kernels

@@ -10,17 +10,26 @@ namespace {
 enum class Arith { Add, Sub, Mul, Div };
 
 // Integer arithmetic wraps around like PyTorch's, without signed-overflow UB.
-template <typename T> T add(T p, T q) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(std::make_unsigned_t<T>(p) + std::make_unsigned_t<T>(q));
-  else return p + q;
+template <typename T>
+T add(T p, T q) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(std::make_unsigned_t<T>(p) + std::make_unsigned_t<T>(q));
+  else
+    return p + q;
 }
-template <typename T> T sub(T p, T q) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(std::make_unsigned_t<T>(p) - std::make_unsigned_t<T>(q));
-  else return p - q;
+template <typename T>
+T sub(T p, T q) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(std::make_unsigned_t<T>(p) - std::make_unsigned_t<T>(q));
+  else
+    return p - q;
 }
-template <typename T> T mul(T p, T q) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(std::make_unsigned_t<T>(p) * std::make_unsigned_t<T>(q));
-  else return p * q;
+template <typename T>
+T mul(T p, T q) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(std::make_unsigned_t<T>(p) * std::make_unsigned_t<T>(q));
+  else
+    return p * q;
 }
 
 // Checks (self, other[, alpha]) of one dtype, broadcasts, resizes and computes.
@@ -36,12 +45,16 @@ Status arith(const char* op, Arith kind, Inputs in, Outputs out) {
     const T al = saturate_cast<T>(alpha);
     switch (kind) {
       case Arith::Add:
-        if (alpha == 1.0) binary_map<T>(a, b, y, sizes, [](T p, T q) { return add(p, q); });
-        else binary_map<T>(a, b, y, sizes, [al](T p, T q) { return add(p, mul(al, q)); });
+        if (alpha == 1.0)
+          binary_map<T>(a, b, y, sizes, [](T p, T q) { return add(p, q); });
+        else
+          binary_map<T>(a, b, y, sizes, [al](T p, T q) { return add(p, mul(al, q)); });
         break;
       case Arith::Sub:
-        if (alpha == 1.0) binary_map<T>(a, b, y, sizes, [](T p, T q) { return sub(p, q); });
-        else binary_map<T>(a, b, y, sizes, [al](T p, T q) { return sub(p, mul(al, q)); });
+        if (alpha == 1.0)
+          binary_map<T>(a, b, y, sizes, [](T p, T q) { return sub(p, q); });
+        else
+          binary_map<T>(a, b, y, sizes, [al](T p, T q) { return sub(p, mul(al, q)); });
         break;
       case Arith::Mul: binary_map<T>(a, b, y, sizes, [](T p, T q) { return mul(p, q); }); break;
       case Arith::Div:

@@ -1,12 +1,13 @@
 // Broadcasting math beyond the four basic operators: pow.Tensor_Tensor, pow.Scalar, div.Tensor_mode
 // (rounding_mode None, "trunc", "floor"), remainder (.Tensor, .Scalar: the sign of the divisor, as Python's %)
-// fmod (.Tensor, .Scalar: the sign of the dividend, as C's fmod) and atan2, with PyTorch's floor/modulo conventions. Operands have the output dtype (the exporter casts); integer division by zero fails.
+// fmod (.Tensor, .Scalar: the sign of the dividend, as C's fmod) and atan2, with PyTorch's floor/modulo conventions.
+// Operands have the output dtype (the exporter casts); integer division by zero fails.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "common/kernel_args.h"
 #include "common/elementwise.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -41,8 +42,10 @@ T floor_div(T a, T b) {
 
 template <typename T>
 T trunc_div(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::trunc(a / b);
-  else return b == -1 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a)) : static_cast<T>(a / b);
+  if constexpr (std::is_floating_point_v<T>)
+    return std::trunc(a / b);
+  else
+    return b == -1 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a)) : static_cast<T>(a / b);
 }
 
 template <typename T>
@@ -62,8 +65,10 @@ T python_mod(T a, T b) {
 // C's fmod: the result has the dividend's sign.
 template <typename T>
 T c_mod(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
-  else return b == -1 ? T(0) : static_cast<T>(a % b);  // no INT_MIN % -1 overflow
+  if constexpr (std::is_floating_point_v<T>)
+    return std::fmod(a, b);
+  else
+    return b == -1 ? T(0) : static_cast<T>(a % b);  // no INT_MIN % -1 overflow
 }
 
 // Integer power by squaring, wrapping like PyTorch; negative exponents: 1 / a^|e| truncated.
@@ -100,8 +105,8 @@ Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, 
   KILN_RETURN_IF_ERROR(check_same_dtype(op, a, "self", y, "output"));
   const ScalarType t = a.dtype();
   const bool ints = t == ScalarType::Int64 || t == ScalarType::Int32;
-  KILN_CHECK_OR_RETURN(is_float(t) || (ints && mode != Mode::True && mode != Mode::Atan2), KernelFailure, "%s: unsupported dtype %s", op,
-                       describe(a).c_str());
+  KILN_CHECK_OR_RETURN(is_float(t) || (ints && mode != Mode::True && mode != Mode::Atan2), KernelFailure,
+                       "%s: unsupported dtype %s", op, describe(a).c_str());
   if (ints && mode != Mode::Pow && mode != Mode::Atan2) KILN_RETURN_IF_ERROR(no_int_zero(op, b));
   const Tensor* ins[2] = {&a, &b};
   Dims sizes;
@@ -111,16 +116,31 @@ Status binary_math(const char* op, Mode mode, const Tensor& a, const Tensor& b, 
     using T = decltype(tag);
     switch (mode) {
       case Mode::True: binary_map<T>(a, b, y, sizes, [](T p, T q) { return p / q; }); break;
-      case Mode::Trunc: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : trunc_div(p, q); }); break;
-      case Mode::Floor: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : floor_div(p, q); }); break;
-      case Mode::Mod: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : python_mod(p, q); }); break;
-      case Mode::Fmod: binary_map<T>(a, b, y, sizes, [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : c_mod(p, q); }); break;
+      case Mode::Trunc:
+        binary_map<T>(a, b, y, sizes,
+                      [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : trunc_div(p, q); });
+        break;
+      case Mode::Floor:
+        binary_map<T>(a, b, y, sizes,
+                      [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : floor_div(p, q); });
+        break;
+      case Mode::Mod:
+        binary_map<T>(a, b, y, sizes,
+                      [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : python_mod(p, q); });
+        break;
+      case Mode::Fmod:
+        binary_map<T>(a, b, y, sizes,
+                      [](T p, T q) { return q == 0 && !std::is_floating_point_v<T> ? T(0) : c_mod(p, q); });
+        break;
       case Mode::Pow:
-        if constexpr (std::is_floating_point_v<T>) binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::pow(p, q); });
-        else binary_map<T>(a, b, y, sizes, [](T p, T q) { return int_pow(p, q); });
+        if constexpr (std::is_floating_point_v<T>)
+          binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::pow(p, q); });
+        else
+          binary_map<T>(a, b, y, sizes, [](T p, T q) { return int_pow(p, q); });
         break;
       case Mode::Atan2:
-        if constexpr (std::is_floating_point_v<T>) binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::atan2(p, q); });
+        if constexpr (std::is_floating_point_v<T>)
+          binary_map<T>(a, b, y, sizes, [](T p, T q) { return std::atan2(p, q); });
         break;
     }
   });
@@ -176,10 +196,13 @@ Status div_tensor_mode_run(KernelContext&, Inputs in, Outputs out) {
     const char* s;
     size_t n;
     KILN_RETURN_IF_ERROR(string_arg(op, in, 2, "rounding_mode", &s, &n));
-    if (n == 5 && std::memcmp(s, "trunc", 5) == 0) mode = Mode::Trunc;
-    else if (n == 5 && std::memcmp(s, "floor", 5) == 0) mode = Mode::Floor;
-    else return Status(Error::KernelFailure, format("%s: rounding_mode must be None, \"trunc\" or \"floor\", got \"%.*s\"",
-                                                    op, static_cast<int>(std::min<size_t>(n, 64)), s));
+    if (n == 5 && std::memcmp(s, "trunc", 5) == 0)
+      mode = Mode::Trunc;
+    else if (n == 5 && std::memcmp(s, "floor", 5) == 0)
+      mode = Mode::Floor;
+    else
+      return Status(Error::KernelFailure, format("%s: rounding_mode must be None, \"trunc\" or \"floor\", got \"%.*s\"",
+                                                 op, static_cast<int>(std::min<size_t>(n, 64)), s));
   }
   return binary_math(op, mode, *a, *b, *out[0]);
 }

@@ -24,8 +24,8 @@ Status cat_run(KernelContext&, Inputs in, Outputs out) {
   for (size_t i = 0; i < ts.size(); ++i) {
     KILN_CHECK_OR_RETURN(ts[i] != nullptr, KernelFailure, "%s: tensor %zu is None", op, i);
     KILN_RETURN_IF_ERROR(check_tensor(op, "tensor", *ts[i]));
-    KILN_CHECK_OR_RETURN(ts[i]->dtype() == y.dtype(), KernelFailure, "%s: tensor %zu is %s but the output is %s", op,
-                         i, describe(*ts[i]).c_str(), scalar_type_name(y.dtype()));
+    KILN_CHECK_OR_RETURN(ts[i]->dtype() == y.dtype(), KernelFailure, "%s: tensor %zu is %s but the output is %s", op, i,
+                         describe(*ts[i]).c_str(), scalar_type_name(y.dtype()));
     if (ref == nullptr && !skipped(ts[i])) ref = ts[i];
   }
   KILN_CHECK_OR_RETURN(element_size(y.dtype()) > 0, KernelFailure, "%s: unknown dtype", op);
@@ -66,8 +66,7 @@ Status cat_run(KernelContext&, Inputs in, Outputs out) {
     if (chunk == 0) continue;
     const char* src = static_cast<const char*>(t.data());
     parallel_for(outer, grain_for(chunk), [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o)
-        copy_elements(dst + (o * row + at) * elem, src + o * chunk * elem, chunk, elem);
+      for (int64_t o = o0; o < o1; ++o) copy_elements(dst + (o * row + at) * elem, src + o * chunk * elem, chunk, elem);
     });
     at += chunk;
   }

@@ -1,7 +1,7 @@
 // clamp.Tensor: clamp with broadcast tensor bounds (either may be None).
-#include "common/kernel_args.h"
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {

@@ -3,8 +3,8 @@
 // compare them in the type ATen would promote to (f64 > f32 > i64).
 #include <cmath>
 
-#include "common/kernel_args.h"
 #include "common/elementwise.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -89,8 +89,7 @@ Status compare_tensor(const char* op, Cmp k, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(binary_setup(op, in, out, &a, &b, &sizes));
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Bool));
-  if (a->dtype() == b->dtype() && a->dtype() != ScalarType::Bool &&
-      dispatch_real(a->dtype(), [&](auto tag) {
+  if (a->dtype() == b->dtype() && a->dtype() != ScalarType::Bool && dispatch_real(a->dtype(), [&](auto tag) {
         using T = decltype(tag);
         binary_map<T, bool>(*a, *b, y, sizes, [k](T p, T q) { return compare(k, p, q); });
       }))
@@ -124,10 +123,14 @@ Status compare_scalar(const char* op, Cmp k, Inputs in, Outputs out) {
       for (int64_t i = b; i < e; ++i) yp[i] = compare(k, read_as<C>(xp, t, i), c);
     });
   };
-  if (t == ScalarType::Float64) run(s);
-  else if (t == ScalarType::Float32 || in[1]->kind == ValueKind::Double) run(static_cast<float>(s));
-  else if (in[1]->kind == ValueKind::Int) run(in[1]->i);
-  else run(saturate_cast<int64_t>(s));
+  if (t == ScalarType::Float64)
+    run(s);
+  else if (t == ScalarType::Float32 || in[1]->kind == ValueKind::Double)
+    run(static_cast<float>(s));
+  else if (in[1]->kind == ValueKind::Int)
+    run(in[1]->i);
+  else
+    run(saturate_cast<int64_t>(s));
   return Status::ok();
 }
 
@@ -176,26 +179,26 @@ Status bitwise_binary(const char* op, Logic k, Inputs in, Outputs out) {
   const ScalarType t = a->dtype();
   if (t == ScalarType::Bool) return logical_binary(op, k, in, out);
   const bool ok = t != ScalarType::Float32 && t != ScalarType::Float64 && dispatch_all(t, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-      binary_map<T>(*a, *b, y, sizes, [k](T p, T q) {
-        return static_cast<T>(k == Logic::And ? (p & q) : k == Logic::Or ? (p | q) : (p ^ q));
-      });
-  });
+                    using T = decltype(tag);
+                    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+                      binary_map<T>(*a, *b, y, sizes, [k](T p, T q) {
+                        return static_cast<T>(k == Logic::And ? (p & q) : k == Logic::Or ? (p | q) : (p ^ q));
+                      });
+                  });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: self must be bool or an integer, got %s", op, describe(*a).c_str());
   return Status::ok();
 }
 
 }  // namespace
 
-#define KILN_COMPARE(name, kind)                                                                        \
-  Status name##_tensor_run(KernelContext&, Inputs in, Outputs out) {                                   \
-    return compare_tensor("aten::" #name ".Tensor", Cmp::kind, in, out);                                \
-  }                                                                                                     \
-  Status name##_scalar_run(KernelContext&, Inputs in, Outputs out) {                                   \
-    return compare_scalar("aten::" #name ".Scalar", Cmp::kind, in, out);                                \
-  }                                                                                                     \
-  KILN_REGISTER_KERNEL("aten::" #name ".Tensor", "*", name##_tensor_run);                               \
+#define KILN_COMPARE(name, kind)                                          \
+  Status name##_tensor_run(KernelContext&, Inputs in, Outputs out) {      \
+    return compare_tensor("aten::" #name ".Tensor", Cmp::kind, in, out);  \
+  }                                                                       \
+  Status name##_scalar_run(KernelContext&, Inputs in, Outputs out) {      \
+    return compare_scalar("aten::" #name ".Scalar", Cmp::kind, in, out);  \
+  }                                                                       \
+  KILN_REGISTER_KERNEL("aten::" #name ".Tensor", "*", name##_tensor_run); \
   KILN_REGISTER_KERNEL("aten::" #name ".Scalar", "*", name##_scalar_run);
 KILN_COMPARE(eq, Eq)
 KILN_COMPARE(ne, Ne)
@@ -229,20 +232,34 @@ Status bitwise_not_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
   const ScalarType t = x->dtype();
   const bool ok = t != ScalarType::Float32 && t != ScalarType::Float64 && dispatch_all(t, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool>) map_elements<T>(*x, *out[0], [](bool v) { return !v; });
-    else if constexpr (std::is_integral_v<T>) map_elements<T>(*x, *out[0], [](T v) { return static_cast<T>(~v); });
-  });
+                    using T = decltype(tag);
+                    if constexpr (std::is_same_v<T, bool>)
+                      map_elements<T>(*x, *out[0], [](bool v) { return !v; });
+                    else if constexpr (std::is_integral_v<T>)
+                      map_elements<T>(*x, *out[0], [](T v) { return static_cast<T>(~v); });
+                  });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: self must be bool or an integer, got %s", op, describe(*x).c_str());
   return Status::ok();
 }
 
-Status logical_and_run(KernelContext&, Inputs in, Outputs out) { return logical_binary("aten::logical_and.default", Logic::And, in, out); }
-Status logical_or_run(KernelContext&, Inputs in, Outputs out) { return logical_binary("aten::logical_or.default", Logic::Or, in, out); }
-Status logical_xor_run(KernelContext&, Inputs in, Outputs out) { return logical_binary("aten::logical_xor.default", Logic::Xor, in, out); }
-Status bitwise_and_run(KernelContext&, Inputs in, Outputs out) { return bitwise_binary("aten::bitwise_and.Tensor", Logic::And, in, out); }
-Status bitwise_or_run(KernelContext&, Inputs in, Outputs out) { return bitwise_binary("aten::bitwise_or.Tensor", Logic::Or, in, out); }
-Status bitwise_xor_run(KernelContext&, Inputs in, Outputs out) { return bitwise_binary("aten::bitwise_xor.Tensor", Logic::Xor, in, out); }
+Status logical_and_run(KernelContext&, Inputs in, Outputs out) {
+  return logical_binary("aten::logical_and.default", Logic::And, in, out);
+}
+Status logical_or_run(KernelContext&, Inputs in, Outputs out) {
+  return logical_binary("aten::logical_or.default", Logic::Or, in, out);
+}
+Status logical_xor_run(KernelContext&, Inputs in, Outputs out) {
+  return logical_binary("aten::logical_xor.default", Logic::Xor, in, out);
+}
+Status bitwise_and_run(KernelContext&, Inputs in, Outputs out) {
+  return bitwise_binary("aten::bitwise_and.Tensor", Logic::And, in, out);
+}
+Status bitwise_or_run(KernelContext&, Inputs in, Outputs out) {
+  return bitwise_binary("aten::bitwise_or.Tensor", Logic::Or, in, out);
+}
+Status bitwise_xor_run(KernelContext&, Inputs in, Outputs out) {
+  return bitwise_binary("aten::bitwise_xor.Tensor", Logic::Xor, in, out);
+}
 
 KILN_REGISTER_KERNEL("aten::maximum.default", "*", maximum_run);
 KILN_REGISTER_KERNEL("aten::minimum.default", "*", minimum_run);

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -53,9 +53,9 @@ void pad_rows(const Tensor& x, Tensor& y, const int64_t* lo, U fill) {
 
 // The unsigned integer type of T's width: rows are copied and filled as raw bits.
 template <typename T>
-using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                   std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+using Bits = std::conditional_t<
+    sizeof(T) == 1, uint8_t,
+    std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 
 }  // namespace
 

@@ -3,8 +3,8 @@
 // every call, so they may change between calls within the planned capacity.
 #include <cmath>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -87,9 +87,9 @@ Status arange(const char* op, const Value* start, const Value* end, const Value*
     });
     return Status::ok();
   }
-  KILN_CHECK_OR_RETURN(t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::Int8 ||
-                           t == ScalarType::UInt8,
-                       KernelFailure, "%s: unsupported output dtype %s", op, describe(y).c_str());
+  KILN_CHECK_OR_RETURN(
+      t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::Int8 || t == ScalarType::UInt8,
+      KernelFailure, "%s: unsupported output dtype %s", op, describe(y).c_str());
   auto as_int = [](const Value* v, int64_t* out) {
     if (v->kind == ValueKind::Int) return *out = v->i, true;
     const double d = v->to_double();
@@ -120,8 +120,10 @@ Status arange(const char* op, const Value* start, const Value* end, const Value*
     const bool narrow = t == ScalarType::Int8;
     for (int64_t i = 0; i < len; ++i) {
       const int64_t v = s + i * st;
-      if (narrow) y.data_as<int8_t>()[i] = static_cast<int8_t>(v);
-      else y.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
+      if (narrow)
+        y.data_as<int8_t>()[i] = static_cast<int8_t>(v);
+      else
+        y.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
     }
   }
   return Status::ok();

@@ -40,7 +40,8 @@ Status diagonal_run(KernelContext&, Inputs in, Outputs out) {
   strides[k] = in_strides[d1] + in_strides[d2];
   KILN_RETURN_IF_ERROR(resize_output(op, out[0], sizes.span()));
   if (out[0]->numel() == 0) return Status::ok();
-  const int64_t start = offset >= 0 ? offset * in_strides[d2] : -offset * in_strides[d1];  // length > 0: |offset| < size
+  const int64_t start =
+      offset >= 0 ? offset * in_strides[d2] : -offset * in_strides[d1];  // length > 0: |offset| < size
   const size_t elem = element_size(x->dtype());
   strided_copy(out[0]->data(), static_cast<const char*>(x->data()) + start * static_cast<int64_t>(elem), elem, sizes,
                strides);

@@ -50,8 +50,8 @@ Status embedding_run(KernelContext&, Inputs in, Outputs out) {
   // Unused by the forward pass, but like PyTorch only -1 (none) or a row of
   // weight, possibly counted from the end.
   KILN_CHECK_OR_RETURN(padding_idx == -1 || (padding_idx >= -w->size(0) && padding_idx < w->size(0)), KernelFailure,
-                       "%s: padding_idx %lld out of range for %lld embeddings", op,
-                       static_cast<long long>(padding_idx), static_cast<long long>(w->size(0)));
+                       "%s: padding_idx %lld out of range for %lld embeddings", op, static_cast<long long>(padding_idx),
+                       static_cast<long long>(w->size(0)));
   KILN_CHECK_OR_RETURN(idx->dtype() == ScalarType::Int64 || idx->dtype() == ScalarType::Int32, KernelFailure,
                        "%s: indices must be i64 or i32, got %s", op, describe(*idx).c_str());
   KILN_CHECK_OR_RETURN(idx->dim() < kMaxDims, KernelFailure, "%s: indices %s have too many dims", op,
@@ -59,7 +59,8 @@ Status embedding_run(KernelContext&, Inputs in, Outputs out) {
   Dims sizes(idx->sizes());
   sizes.push(w->size(1));
   KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
-  return idx->dtype() == ScalarType::Int64 ? gather_rows<int64_t>(op, *w, *idx, y) : gather_rows<int32_t>(op, *w, *idx, y);
+  return idx->dtype() == ScalarType::Int64 ? gather_rows<int64_t>(op, *w, *idx, y)
+                                           : gather_rows<int32_t>(op, *w, *idx, y);
 }
 
 KILN_REGISTER_KERNEL("aten::embedding.default", "*", embedding_run);

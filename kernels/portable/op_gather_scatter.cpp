@@ -1,8 +1,8 @@
 // Indexing along one dim: index_select, gather (reads) and index_copy, slice_scatter (writes, in place
 // when the output is self). Every index is checked before any element moves; like ATen, these ops take
 // indices in [0, size) only (no wrapping of negative ones, unlike index.Tensor).
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 
 #include "common/kernel_args.h"
 #include "common/strided_copy.h"
@@ -27,8 +27,9 @@ int64_t read_index(const Tensor& t, int64_t i) {
 Status check_indices(const char* op, const Tensor& idx, int64_t size, int64_t dim) {
   for (int64_t i = 0; i < idx.numel(); ++i) {
     const int64_t v = read_index(idx, i);
-    KILN_CHECK_OR_RETURN(v >= 0 && v < size, KernelFailure, "%s: index %lld is out of bounds for dim %lld with size %lld",
-                         op, static_cast<long long>(v), static_cast<long long>(dim), static_cast<long long>(size));
+    KILN_CHECK_OR_RETURN(v >= 0 && v < size, KernelFailure,
+                         "%s: index %lld is out of bounds for dim %lld with size %lld", op, static_cast<long long>(v),
+                         static_cast<long long>(dim), static_cast<long long>(size));
   }
   return Status::ok();
 }
@@ -42,7 +43,8 @@ int64_t wrapped_index(const Tensor& t, int64_t i, int64_t size) {
 // A 0-D or 1-D index tensor.
 Status vector_index(const char* op, const Tensor& idx) {
   KILN_RETURN_IF_ERROR(index_dtype(op, idx));
-  KILN_CHECK_OR_RETURN(idx.dim() <= 1, KernelFailure, "%s: index must be 0-D or 1-D, got %s", op, describe(idx).c_str());
+  KILN_CHECK_OR_RETURN(idx.dim() <= 1, KernelFailure, "%s: index must be 0-D or 1-D, got %s", op,
+                       describe(idx).c_str());
   return Status::ok();
 }
 
@@ -69,9 +71,11 @@ Status index_select_run(KernelContext&, Inputs in, Outputs out) {
   const int64_t size = x->dim() == 0 ? 1 : x->sizes()[di];
   KILN_RETURN_IF_ERROR(check_indices(op, *idx, size, d));
   Dims sizes(x->sizes());
-  if (x->dim() > 0) sizes[di] = idx->numel();
-  else KILN_CHECK_OR_RETURN(idx->numel() == 1, KernelFailure, "%s: a 0-D self needs exactly one index, got %s", op,
-                            describe(*idx).c_str());
+  if (x->dim() > 0)
+    sizes[di] = idx->numel();
+  else
+    KILN_CHECK_OR_RETURN(idx->numel() == 1, KernelFailure, "%s: a 0-D self needs exactly one index, got %s", op,
+                         describe(*idx).c_str());
   KILN_RETURN_IF_ERROR(resize_output(op, out[0], sizes.span()));
   if (out[0]->numel() == 0) return Status::ok();
   const int64_t pre = prod(x->sizes(), 0, di), post = x->dim() == 0 ? 1 : prod(x->sizes(), di + 1, x->dim());
@@ -100,14 +104,15 @@ Status gather_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(index_dtype(op, *idx));
   KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
   const int nd = std::max(x->dim(), 1);
-  KILN_CHECK_OR_RETURN(std::max(idx->dim(), 1) == nd, KernelFailure, "%s: index %s must have as many dims as self %s", op,
-                       describe(*idx).c_str(), describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(std::max(idx->dim(), 1) == nd, KernelFailure, "%s: index %s must have as many dims as self %s",
+                       op, describe(*idx).c_str(), describe(*x).c_str());
   int64_t xs[kMaxDims], is[kMaxDims];
   for (int i = 0; i < nd; ++i) {
     xs[i] = x->dim() == 0 ? 1 : x->sizes()[i];
     is[i] = idx->dim() == 0 ? 1 : idx->sizes()[i];
-    KILN_CHECK_OR_RETURN(i == d || is[i] <= xs[i], KernelFailure, "%s: index %s is larger than self %s outside dim %lld",
-                         op, describe(*idx).c_str(), describe(*x).c_str(), static_cast<long long>(d));
+    KILN_CHECK_OR_RETURN(i == d || is[i] <= xs[i], KernelFailure,
+                         "%s: index %s is larger than self %s outside dim %lld", op, describe(*idx).c_str(),
+                         describe(*x).c_str(), static_cast<long long>(d));
   }
   KILN_RETURN_IF_ERROR(check_indices(op, *idx, xs[d], d));
   KILN_RETURN_IF_ERROR(resize_output(op, out[0], idx->sizes()));
@@ -152,7 +157,8 @@ Status index_copy_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(check_same_dtype(op, *x, "self", *source, "source"));
   KILN_CHECK_OR_RETURN(element_size(x->dtype()) > 0, KernelFailure, "%s: unknown dtype %s", op, describe(*x).c_str());
   KILN_RETURN_IF_ERROR(vector_index(op, *idx));
-  KILN_CHECK_OR_RETURN(x->dim() > 0, KernelFailure, "%s: self must have at least 1 dim, got %s", op, describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(x->dim() > 0, KernelFailure, "%s: self must have at least 1 dim, got %s", op,
+                       describe(*x).c_str());
   KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
   const int di = static_cast<int>(d);
   const int64_t size = x->sizes()[di], n = idx->numel();
@@ -205,7 +211,8 @@ Status slice_scatter_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(check_same_dtype(op, *x, "self", *source, "src"));
   KILN_CHECK_OR_RETURN(element_size(x->dtype()) > 0, KernelFailure, "%s: unknown dtype %s", op, describe(*x).c_str());
   KILN_CHECK_OR_RETURN(x->dim() > 0, KernelFailure, "%s: cannot slice a 0-D tensor", op);
-  KILN_CHECK_OR_RETURN(step > 0, KernelFailure, "%s: step must be positive, got %lld", op, static_cast<long long>(step));
+  KILN_CHECK_OR_RETURN(step > 0, KernelFailure, "%s: step must be positive, got %lld", op,
+                       static_cast<long long>(step));
   KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
   if (!has_start) start = 0;
   if (!has_end) end = INT64_MAX;
@@ -231,7 +238,8 @@ Status slice_scatter_run(KernelContext&, Inputs in, Outputs out) {
   parallel_for(pre * len, grain_for(post), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pi = t / len, i = t % len;
-      std::memcpy(dst + static_cast<size_t>(pi * size + start + i * step) * row, src + static_cast<size_t>(t) * row, row);
+      std::memcpy(dst + static_cast<size_t>(pi * size + start + i * step) * row, src + static_cast<size_t>(t) * row,
+                  row);
     }
   });
   return Status::ok();

@@ -102,8 +102,8 @@ Status grid_sampler_2d_run(KernelContext&, Inputs in, Outputs out) {
         const float iy = source_index(g[2 * j + 1], h, padding, align_corners);
         if (!bilinear) {
           int64_t px = -1, py = -1;
-          const bool ok = near_index(std::nearbyint(ix), w, &px) && near_index(std::nearbyint(iy), h, &py) &&
-                          px >= 0 && px < w && py >= 0 && py < h;
+          const bool ok = near_index(std::nearbyint(ix), w, &px) && near_index(std::nearbyint(iy), h, &py) && px >= 0 &&
+                          px < w && py >= 0 && py < h;
           for (int64_t ch = 0; ch < c; ++ch) yo[ch * oh * ow + j] = ok ? xi[(ch * h + py) * w + px] : 0.f;
           continue;
         }

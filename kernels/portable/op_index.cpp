@@ -4,9 +4,9 @@
 // negative indices wrap once, anything out of range fails before a byte is read or written.
 #include <cstring>
 
-#include "common/kernel_args.h"
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 #include "common/strided_copy.h"
 
 namespace kiln {
@@ -17,14 +17,14 @@ namespace {
 // self viewed as [pre, indexed dims..., post]; the result (of index, or the
 // region index_put writes) is [pre dims..., broadcast index shape..., post dims...].
 struct IndexPlan {
-  int first = 0, count = 0;              // indexed dims [first, first + count)
-  const Tensor* idx[kMaxDims] = {};      // the index tensors
+  int first = 0, count = 0;                      // indexed dims [first, first + count)
+  const Tensor* idx[kMaxDims] = {};              // the index tensors
   int64_t idx_strides[kMaxDims][kMaxDims] = {};  // element strides of idx[j] over `bshape` (0: broadcast)
-  int64_t dim_size[kMaxDims] = {};       // size of indexed dim j
-  int64_t src_stride[kMaxDims] = {};     // element stride of indexed dim j in self
-  Dims bshape;                           // broadcast shape of the indices
-  int64_t nb = 1;                        // numel of bshape
-  int64_t pre = 1, post = 1, block = 1;  // block: elements of self per pre position
+  int64_t dim_size[kMaxDims] = {};               // size of indexed dim j
+  int64_t src_stride[kMaxDims] = {};             // element stride of indexed dim j in self
+  Dims bshape;                                   // broadcast shape of the indices
+  int64_t nb = 1;                                // numel of bshape
+  int64_t pre = 1, post = 1, block = 1;          // block: elements of self per pre position
   Dims result;
 };
 
@@ -33,8 +33,9 @@ Status check_index_values(const char* op, const Tensor& t, int j, int64_t size) 
   const I* p = t.data_as<const I>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int64_t v = static_cast<int64_t>(p[i]);
-    KILN_CHECK_OR_RETURN(v >= -size && v < size, KernelFailure, "%s: index %lld is out of bounds for dim %d with size %lld",
-                         op, static_cast<long long>(v), j, static_cast<long long>(size));
+    KILN_CHECK_OR_RETURN(v >= -size && v < size, KernelFailure,
+                         "%s: index %lld is out of bounds for dim %d with size %lld", op, static_cast<long long>(v), j,
+                         static_cast<long long>(size));
   }
   return Status::ok();
 }
@@ -93,8 +94,9 @@ Status make_plan(const char* op, const Tensor& self, const Value* list, IndexPla
   // Every index value is checked once, up front; the copies below check again.
   for (int j = 0; j < p->count; ++j) {
     const Tensor& t = *p->idx[j];
-    KILN_RETURN_IF_ERROR(t.dtype() == ScalarType::Int64 ? check_index_values<int64_t>(op, t, p->first + j, p->dim_size[j])
-                                                        : check_index_values<int32_t>(op, t, p->first + j, p->dim_size[j]));
+    KILN_RETURN_IF_ERROR(t.dtype() == ScalarType::Int64
+                             ? check_index_values<int64_t>(op, t, p->first + j, p->dim_size[j])
+                             : check_index_values<int32_t>(op, t, p->first + j, p->dim_size[j]));
   }
   return Status::ok();
 }
@@ -147,9 +149,12 @@ void put_typed(const IndexPlan& p, const Tensor& values, Tensor& y, bool accumul
   }
   const int64_t post = p.post;
   auto store = [accumulate](T* dst, T v) {
-    if (!accumulate) *dst = v;
-    else if constexpr (std::is_same_v<T, bool>) *dst = load(dst) || v;
-    else *dst = wrapping_add(*dst, v);
+    if (!accumulate)
+      *dst = v;
+    else if constexpr (std::is_same_v<T, bool>)
+      *dst = load(dst) || v;
+    else
+      *dst = wrapping_add(*dst, v);
   };
   // Different pre positions write disjoint blocks; duplicates within one block are applied in order.
   parallel_for(p.pre, grain_for(sat_mul(p.nb, post)), [&](int64_t p0, int64_t p1) {

@@ -27,18 +27,18 @@ bool is_mask(const Tensor& t) { return t.dtype() == ScalarType::Bool || t.dtype(
 struct Entry {
   const Tensor* t = nullptr;
   bool mask = false;
-  int dim = 0, ndims = 1;                 // the dims of self it indexes: [dim, dim + ndims)
-  int64_t dim_size = 0;                   // index tensor: size of its dim
-  int64_t src_stride = 0;                 // element stride of its (last) dim in self
-  int64_t count = 0;                      // mask: number of true elements
-  const int64_t* positions = nullptr;     // mask: their row-major positions within the masked dims
-  int64_t bstrides[kMaxDims] = {};        // element strides over the broadcast shape (0: broadcast)
+  int dim = 0, ndims = 1;              // the dims of self it indexes: [dim, dim + ndims)
+  int64_t dim_size = 0;                // index tensor: size of its dim
+  int64_t src_stride = 0;              // element stride of its (last) dim in self
+  int64_t count = 0;                   // mask: number of true elements
+  const int64_t* positions = nullptr;  // mask: their row-major positions within the masked dims
+  int64_t bstrides[kMaxDims] = {};     // element strides over the broadcast shape (0: broadcast)
 };
 
 struct GatherPlan {
   Entry e[kMaxDims];
   int ne = 0;
-  Dims bshape;                             // broadcast shape of the entries (a mask counts as [count])
+  Dims bshape;  // broadcast shape of the entries (a mask counts as [count])
   int64_t nb = 1;
   // The result is [A dims..., bshape..., M dims..., post]: A and M are dims of self that are not
   // indexed (strided in self); post is the contiguous block of the dims after the last indexed one.
@@ -53,8 +53,9 @@ Status check_index_values(const Tensor& t, int dim, int64_t size) {
   const I* p = t.data_as<const I>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int64_t v = static_cast<int64_t>(p[i]);
-    KILN_CHECK_OR_RETURN(v >= -size && v < size, KernelFailure, "%s: index %lld is out of bounds for dim %d with size %lld",
-                         kOp, static_cast<long long>(v), dim, static_cast<long long>(size));
+    KILN_CHECK_OR_RETURN(v >= -size && v < size, KernelFailure,
+                         "%s: index %lld is out of bounds for dim %d with size %lld", kOp, static_cast<long long>(v),
+                         dim, static_cast<long long>(size));
   }
   return Status::ok();
 }
@@ -257,8 +258,8 @@ Status index_tensor_run(KernelContext& ctx, Inputs in, Outputs out) {
   parallel_for(na * p.nb * nm, grain_for(p.post), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t m = t % nm, b = (t / nm) % p.nb, a = t / nm / p.nb;
-      const int64_t off = strided_offset(p.a_size, p.a_stride, a) + entries_offset(p, b) +
-                          strided_offset(p.m_size, p.m_stride, m);
+      const int64_t off =
+          strided_offset(p.a_size, p.a_stride, a) + entries_offset(p, b) + strided_offset(p.m_size, p.m_stride, m);
       std::memcpy(dst + static_cast<size_t>(t) * row, src + static_cast<size_t>(off) * elem, row);
     }
   });

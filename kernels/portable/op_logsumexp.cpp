@@ -25,8 +25,10 @@ void logsumexp_typed(const Tensor& x, Tensor& y, const ReductionPlan& plan) {
       // Pass 1: the maximum (NaN wins); pass 2: the shifted sum, in double.
       double m = -std::numeric_limits<double>::infinity();
       plan.walk(base, [&](double v) {
-        if (v != v) m = v;
-        else if (m == m && v > m) m = v;
+        if (v != v)
+          m = v;
+        else if (m == m && v > m)
+          m = v;
       });
       if (std::isinf(m)) m = 0;  // all -inf: log(0) = -inf; an inf: inf
       double sum = 0;
@@ -55,15 +57,16 @@ Status logsumexp_run(KernelContext&, Inputs in, Outputs out) {
   // An empty dim list: ATen reduces a 0-d tensor's one element (the result is the element) and
   // fails for other ranks; refuse those rather than guess.
   KILN_CHECK_OR_RETURN(!dims.empty() || x->dim() == 0, KernelFailure,
-                       "%s: dim must name at least one dim of a %lld-d tensor", op,
-                       static_cast<long long>(x->dim()));
+                       "%s: dim must name at least one dim of a %lld-d tensor", op, static_cast<long long>(x->dim()));
   ReductionPlan plan;
   KILN_RETURN_IF_ERROR(plan_reduction(op, *x, dims, false, keepdim, &plan));
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(resize_output(op, &y, plan.out_sizes.span()));
   if (y.numel() == 0) return Status::ok();
-  if (t == ScalarType::Float32) logsumexp_typed<float>(*x, y, plan);
-  else logsumexp_typed<double>(*x, y, plan);
+  if (t == ScalarType::Float32)
+    logsumexp_typed<float>(*x, y, plan);
+  else
+    logsumexp_typed<double>(*x, y, plan);
   return Status::ok();
 }
 

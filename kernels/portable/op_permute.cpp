@@ -37,7 +37,8 @@ Status permute_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(copy_setup(op, in, out, 2, &x));
   KILN_RETURN_IF_ERROR(int_list_arg(op, in, 1, "dims", &dims));
   KILN_CHECK_OR_RETURN(dims.size() == static_cast<size_t>(x->dim()), KernelFailure,
-                       "%s: dims %s must list every dim of %s once", op, describe_ints(dims).c_str(), describe(*x).c_str());
+                       "%s: dims %s must list every dim of %s once", op, describe_ints(dims).c_str(),
+                       describe(*x).c_str());
   int64_t perm[kMaxDims];
   bool seen[kMaxDims] = {};
   for (int i = 0; i < x->dim(); ++i) {

@@ -56,8 +56,8 @@ Status pool3d_setup(const char* op, Inputs in, const int64_t dil[3], bool ceil_m
   Window* axes[3] = {&p->wd, &p->wh, &p->ww};
   const char* names[3] = {"depth", "height", "width"};
   for (int a = 0; a < 3; ++a)
-    KILN_RETURN_IF_ERROR(window_geometry(op, names[a], x.size(a - 3), k[a], s[a], pad[a], dil[a], ceil_mode, true,
-                                         axes[a]));
+    KILN_RETURN_IF_ERROR(
+        window_geometry(op, names[a], x.size(a - 3), k[a], s[a], pad[a], dil[a], ceil_mode, true, axes[a]));
   for (int i = 0; i < x.dim() - 3; ++i) p->out_sizes.push(x.sizes()[i]);
   p->out_sizes.push(p->wd.out);
   p->out_sizes.push(p->wh.out);
@@ -201,8 +201,8 @@ Status adaptive_avg_pool3d_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Float32));
   KILN_CHECK_OR_RETURN(x->dim() == 4 || x->dim() == 5, KernelFailure, "%s: self must be 4-D or 5-D, got %s", op,
                        describe(*x).c_str());
-  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0 && os[2] >= 0, KernelFailure,
-                       "%s: output_size must be non-negative", op);
+  KILN_CHECK_OR_RETURN(os[0] >= 0 && os[1] >= 0 && os[2] >= 0, KernelFailure, "%s: output_size must be non-negative",
+                       op);
   const int64_t d = x->size(-3), h = x->size(-2), w = x->size(-1), od = os[0], oh = os[1], ow = os[2];
   KILN_CHECK_OR_RETURN(d > 0 && h > 0 && w > 0, KernelFailure, "%s: self %s has an empty spatial dim", op,
                        describe(*x).c_str());
@@ -233,8 +233,8 @@ Status adaptive_avg_pool3d_run(KernelContext&, Inputs in, Outputs out) {
             for (int64_t c = d0; c < d1; ++c)
               for (int64_t a = h0; a < h1; ++a)
                 for (int64_t b = w0; b < w1; ++b) sum += vol[(c * h + a) * w + b];
-            const double count = static_cast<double>(d1 - d0) * static_cast<double>(h1 - h0) *
-                                 static_cast<double>(w1 - w0);
+            const double count =
+                static_cast<double>(d1 - d0) * static_cast<double>(h1 - h0) * static_cast<double>(w1 - w0);
             yo[(e * oh + i) * ow + j] = static_cast<float>(sum / count);
           }
         }

@@ -17,9 +17,9 @@ Status prod_over(const char* op, const Tensor& x, Span<const int64_t> dims, bool
   KILN_RETURN_IF_ERROR(resize_output(op, &y, plan.out_sizes.span()));
   const int64_t outputs = y.numel();
   const ScalarType t = x.dtype();
-  KILN_CHECK_OR_RETURN(t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int64 ||
-                           t == ScalarType::Int32,
-                       KernelFailure, "%s: unsupported dtype %s", op, describe(x).c_str());
+  KILN_CHECK_OR_RETURN(
+      t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int64 || t == ScalarType::Int32,
+      KernelFailure, "%s: unsupported dtype %s", op, describe(x).c_str());
   dispatch_real(t, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data_as<const T>();

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -91,7 +91,8 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
           Acc part[4] = {0, 0, 0, 0};  // independent partial sums vectorise
           int64_t i = 0;
           for (; i + 4 <= inner; i += 4)
-            for (int j = 0; j < 4; ++j) part[j] = wrapping_add(part[j], static_cast<Acc>(convert<U>(load(run + i + j))));
+            for (int j = 0; j < 4; ++j)
+              part[j] = wrapping_add(part[j], static_cast<Acc>(convert<U>(load(run + i + j))));
           for (; i < inner; ++i) part[0] = wrapping_add(part[0], static_cast<Acc>(convert<U>(load(run + i))));
           acc = wrapping_add(acc, wrapping_add(wrapping_add(part[0], part[1]), wrapping_add(part[2], part[3])));
         }
@@ -106,8 +107,7 @@ void reduce_typed(const ReducePlan& p, const Tensor& x, Tensor& y, bool mean) {
   const Dims& k = p.kept;
   const int64_t inner = k[k.n - 1], outer = outputs / inner;
   const int64_t chunks = (inner + kChunk - 1) / kChunk;
-  parallel_for(outer * chunks, grain_for(sat_mul(p.count, kChunk)),
-               [&](int64_t t0, int64_t t1) {
+  parallel_for(outer * chunks, grain_for(sat_mul(p.count, kChunk)), [&](int64_t t0, int64_t t1) {
     Acc acc[kChunk];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t o = t / chunks, c0 = (t % chunks) * kChunk, len = std::min(kChunk, inner - c0);
@@ -143,8 +143,8 @@ Status reduce_common(const char* op, bool mean, Inputs in, Outputs out, bool has
   if (!dtype_given) dtype = in_float ? it : ScalarType::Int64;  // integer sums widen to i64
   KILN_CHECK_OR_RETURN(!mean || dtype == ScalarType::Float32 || dtype == ScalarType::Float64, KernelFailure,
                        "%s: mean needs a floating result dtype, got input %s", op, describe(*x).c_str());
-  KILN_CHECK_OR_RETURN(y.dtype() == dtype, KernelFailure, "%s: output must be %s, got %s", op,
-                       scalar_type_name(dtype), describe(y).c_str());
+  KILN_CHECK_OR_RETURN(y.dtype() == dtype, KernelFailure, "%s: output must be %s, got %s", op, scalar_type_name(dtype),
+                       describe(y).c_str());
 
   bool reduce[kMaxDims] = {};
   const bool all = !dims_given || dims.empty();
@@ -153,13 +153,16 @@ Status reduce_common(const char* op, bool mean, Inputs in, Outputs out, bool has
     int64_t w;
     KILN_RETURN_IF_ERROR(wrap_dim(op, d, x->dim(), &w));
     if (x->dim() == 0) continue;
-    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", op, static_cast<long long>(d));
+    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", op,
+                         static_cast<long long>(d));
     reduce[w] = true;
   }
   Dims sizes;
   for (int d = 0; d < x->dim(); ++d) {
-    if (!reduce[d]) sizes.push(x->sizes()[d]);
-    else if (keepdim) sizes.push(1);
+    if (!reduce[d])
+      sizes.push(x->sizes()[d]);
+    else if (keepdim)
+      sizes.push(1);
   }
   KILN_RETURN_IF_ERROR(resize_output(op, &y, sizes.span()));
 
@@ -178,9 +181,15 @@ Status reduce_common(const char* op, bool mean, Inputs in, Outputs out, bool has
 Status sum_dim_run(KernelContext&, Inputs in, Outputs out) {
   return reduce_common("aten::sum.dim_IntList", false, in, out, true);
 }
-Status mean_dim_run(KernelContext&, Inputs in, Outputs out) { return reduce_common("aten::mean.dim", true, in, out, true); }
-Status sum_run(KernelContext&, Inputs in, Outputs out) { return reduce_common("aten::sum.default", false, in, out, false); }
-Status mean_run(KernelContext&, Inputs in, Outputs out) { return reduce_common("aten::mean.default", true, in, out, false); }
+Status mean_dim_run(KernelContext&, Inputs in, Outputs out) {
+  return reduce_common("aten::mean.dim", true, in, out, true);
+}
+Status sum_run(KernelContext&, Inputs in, Outputs out) {
+  return reduce_common("aten::sum.default", false, in, out, false);
+}
+Status mean_run(KernelContext&, Inputs in, Outputs out) {
+  return reduce_common("aten::mean.default", true, in, out, false);
+}
 
 KILN_REGISTER_KERNEL("aten::sum.dim_IntList", "*", sum_dim_run);
 KILN_REGISTER_KERNEL("aten::mean.dim", "*", mean_dim_run);

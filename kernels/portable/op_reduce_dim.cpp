@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 #include "common/strided_copy.h"
 
 namespace kiln {
@@ -18,8 +18,8 @@ bool is_float(ScalarType t) { return t == ScalarType::Float32 || t == ScalarType
 
 // x split into kept and reduced dims: output o reads x[base(o) + red_offset(q)] for q in [0, count).
 struct DimReduce {
-  Dims out_sizes;         // with or without the kept 1s
-  Dims kept, red;         // sizes
+  Dims out_sizes;                                  // with or without the kept 1s
+  Dims kept, red;                                  // sizes
   int64_t kst[kMaxDims] = {}, rst[kMaxDims] = {};  // their strides in x
   int64_t outputs = 1, count = 1;
 
@@ -43,7 +43,8 @@ Status make_reduce(const char* op, const Tensor& x, Span<const int64_t> dims, bo
     int64_t w;
     KILN_RETURN_IF_ERROR(wrap_dim(op, d, x.dim(), &w));
     if (x.dim() == 0) continue;
-    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", op, static_cast<long long>(d));
+    KILN_CHECK_OR_RETURN(!reduce[w], KernelFailure, "%s: dim %lld appears more than once", op,
+                         static_cast<long long>(d));
     reduce[w] = true;
   }
   int64_t strides[kMaxDims];
@@ -104,9 +105,11 @@ Status arg_reduce(const char* op, bool is_max, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(bool_arg(op, in, 2, "keepdim", &keepdim));
   Tensor& y = *out[0];
   KILN_RETURN_IF_ERROR(check_dtype(op, y, "output", ScalarType::Int64));
-  KILN_CHECK_OR_RETURN(x->numel() > 0, KernelFailure, "%s: cannot reduce the empty tensor %s", op, describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(x->numel() > 0, KernelFailure, "%s: cannot reduce the empty tensor %s", op,
+                       describe(*x).c_str());
   DimReduce r;
-  KILN_RETURN_IF_ERROR(make_reduce(op, *x, has_dim ? Span<const int64_t>(&dim, 1) : Span<const int64_t>(), keepdim, &r));
+  KILN_RETURN_IF_ERROR(
+      make_reduce(op, *x, has_dim ? Span<const int64_t>(&dim, 1) : Span<const int64_t>(), keepdim, &r));
   if (!has_dim && !keepdim) r.out_sizes.n = 0;
   KILN_RETURN_IF_ERROR(resize_output(op, &y, r.out_sizes.span()));
   int64_t* yp = y.data_as<int64_t>();
@@ -210,14 +213,15 @@ Status linalg_vector_norm_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(bool_arg(op, in, 3, "keepdim", &keepdim));
   KILN_RETURN_IF_ERROR(optional_dtype_arg(op, in, 4, "dtype", &dtype, &has_dtype));
   Tensor& y = *out[0];
-  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op, describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(is_float(x->dtype()), KernelFailure, "%s: self must be f32 or f64, got %s", op,
+                       describe(*x).c_str());
   KILN_CHECK_OR_RETURN(is_float(y.dtype()) && (!has_dtype || dtype == y.dtype()), KernelFailure,
                        "%s: output %s must be f32 or f64 (and the dtype argument)", op, describe(y).c_str());
   KILN_CHECK_OR_RETURN(ord == ord, KernelFailure, "%s: ord must not be NaN", op);
   DimReduce r;
   KILN_RETURN_IF_ERROR(make_reduce(op, *x, dims, keepdim, &r));
-  KILN_CHECK_OR_RETURN(r.count > 0 || ord >= 0, KernelFailure, "%s: a negative or infinite ord needs a non-empty input, got %s",
-                       op, describe(*x).c_str());
+  KILN_CHECK_OR_RETURN(r.count > 0 || ord >= 0, KernelFailure,
+                       "%s: a negative or infinite ord needs a non-empty input, got %s", op, describe(*x).c_str());
   KILN_RETURN_IF_ERROR(resize_output(op, &y, r.out_sizes.span()));
   const bool inf = std::isinf(ord);
   dispatch_real(x->dtype(), [&](auto ti) {
@@ -234,17 +238,26 @@ Status linalg_vector_norm_run(KernelContext&, Inputs in, Outputs out) {
               double acc = inf ? (ord > 0 ? 0.0 : std::numeric_limits<double>::infinity()) : 0.0;
               for (int64_t q = 0; q < r.count; ++q) {
                 const double a = std::fabs(static_cast<double>(base[r.red_offset(q)]));
-                if (a != a) acc = a;
-                else if (acc != acc) continue;
-                else if (inf) acc = ord > 0 ? std::max(acc, a) : std::min(acc, a);
-                else if (ord == 2) acc += a * a;
-                else if (ord == 1) acc += a;
-                else if (ord == 0) acc += a != 0 ? 1.0 : 0.0;
-                else acc += std::pow(a, ord);
+                if (a != a)
+                  acc = a;
+                else if (acc != acc)
+                  continue;
+                else if (inf)
+                  acc = ord > 0 ? std::max(acc, a) : std::min(acc, a);
+                else if (ord == 2)
+                  acc += a * a;
+                else if (ord == 1)
+                  acc += a;
+                else if (ord == 0)
+                  acc += a != 0 ? 1.0 : 0.0;
+                else
+                  acc += std::pow(a, ord);
               }
               double v = acc;
-              if (!inf && ord == 2) v = std::sqrt(acc);
-              else if (!inf && ord != 1 && ord != 0) v = std::pow(acc, 1.0 / ord);
+              if (!inf && ord == 2)
+                v = std::sqrt(acc);
+              else if (!inf && ord != 1 && ord != 0)
+                v = std::pow(acc, 1.0 / ord);
               yp[o] = static_cast<U>(v);
             }
           });

@@ -46,11 +46,12 @@ Status scatter_geometry(const char* op, const Tensor& x, int64_t dim, const Tens
     g->lines = 0;
     return Status::ok();  // ATen checks nothing more for an empty index
   }
-  KILN_CHECK_OR_RETURN(std::max(idx.dim(), 1) == g->nd, KernelFailure,
-                       "%s: index %s must have as many dims as self %s", op, describe(idx).c_str(), describe(x).c_str());
+  KILN_CHECK_OR_RETURN(std::max(idx.dim(), 1) == g->nd, KernelFailure, "%s: index %s must have as many dims as self %s",
+                       op, describe(idx).c_str(), describe(x).c_str());
   if (src != nullptr)
     KILN_CHECK_OR_RETURN(std::max(src->dim(), 1) == g->nd, KernelFailure,
-                         "%s: src %s must have as many dims as self %s", op, describe(*src).c_str(), describe(x).c_str());
+                         "%s: src %s must have as many dims as self %s", op, describe(*src).c_str(),
+                         describe(x).c_str());
   int64_t ss[kMaxDims];
   for (int i = 0; i < g->nd; ++i) {
     g->xs[i] = x.dim() == 0 ? 1 : x.sizes()[i];
@@ -246,14 +247,18 @@ Status scatter_reduce_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(string_arg(op, in, 4, "reduce", &s, &n));
   KILN_RETURN_IF_ERROR(bool_arg(op, in, 5, "include_self", &include_self));
   Reduce r = Reduce::None;
-  if (same(s, n, "sum")) r = Reduce::Sum;
-  else if (same(s, n, "prod")) r = Reduce::Prod;
-  else if (same(s, n, "mean")) r = Reduce::Mean;
-  else if (same(s, n, "amax")) r = Reduce::Amax;
-  else if (same(s, n, "amin")) r = Reduce::Amin;
-  KILN_CHECK_OR_RETURN(r != Reduce::None, KernelFailure,
-                       "%s: reduce must be sum, prod, mean, amax or amin, got '%.*s'", op,
-                       static_cast<int>(std::min<size_t>(n, 32)), s);
+  if (same(s, n, "sum"))
+    r = Reduce::Sum;
+  else if (same(s, n, "prod"))
+    r = Reduce::Prod;
+  else if (same(s, n, "mean"))
+    r = Reduce::Mean;
+  else if (same(s, n, "amax"))
+    r = Reduce::Amax;
+  else if (same(s, n, "amin"))
+    r = Reduce::Amin;
+  KILN_CHECK_OR_RETURN(r != Reduce::None, KernelFailure, "%s: reduce must be sum, prod, mean, amax or amin, got '%.*s'",
+                       op, static_cast<int>(std::min<size_t>(n, 32)), s);
   return scatter_common(op, in, out, 6, false, r, include_self);
 }
 

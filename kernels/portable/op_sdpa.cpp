@@ -69,8 +69,10 @@ Status sdpa_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(sdpa_args("aten::scaled_dot_product_attention.default", in, out, &a));
   Tensor& y = *out[0];
   if (y.numel() == 0) return Status::ok();
-  if (a.q->dtype() == ScalarType::Float32) attend<float>(a, *a.q, *a.k, *a.v, y);
-  else attend<double>(a, *a.q, *a.k, *a.v, y);
+  if (a.q->dtype() == ScalarType::Float32)
+    attend<float>(a, *a.q, *a.k, *a.v, y);
+  else
+    attend<double>(a, *a.q, *a.k, *a.v, y);
   return Status::ok();
 }
 

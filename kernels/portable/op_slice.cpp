@@ -19,7 +19,8 @@ Status slice_tensor_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(optional_int_arg(op, in, 3, "end", &end, &has_end));
   KILN_RETURN_IF_ERROR(int_arg(op, in, 4, "step", &step));
   KILN_CHECK_OR_RETURN(x->dim() > 0, KernelFailure, "%s: cannot slice a 0-D tensor", op);
-  KILN_CHECK_OR_RETURN(step > 0, KernelFailure, "%s: step must be positive, got %lld", op, static_cast<long long>(step));
+  KILN_CHECK_OR_RETURN(step > 0, KernelFailure, "%s: step must be positive, got %lld", op,
+                       static_cast<long long>(step));
   KILN_RETURN_IF_ERROR(wrap_dim(op, dim, x->dim(), &d));
   if (!has_start) start = 0;
   if (!has_end) end = INT64_MAX;

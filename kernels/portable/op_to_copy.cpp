@@ -1,6 +1,6 @@
 // aten::_to_copy.default: dtype conversion copy among f32, f64, i64, i32, bool, u8, i8.
-#include "common/kernel_args.h"
 #include "common/elementwise.h"
+#include "common/kernel_args.h"
 #include "common/strided_copy.h"
 
 namespace kiln {
@@ -22,7 +22,8 @@ Status to_copy_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(optional_dtype_arg(op, in, 1, "dtype", &dtype, &has_dtype));
   // Layout, device and memory format have one meaning here (strided, CPU, contiguous).
   KILN_CHECK_OR_RETURN(kind_in(in[2], ValueKind::None, ValueKind::Int), KernelFailure, "%s: layout must be None", op);
-  KILN_CHECK_OR_RETURN(kind_in(in[3], ValueKind::None, ValueKind::String), KernelFailure, "%s: device must be None", op);
+  KILN_CHECK_OR_RETURN(kind_in(in[3], ValueKind::None, ValueKind::String), KernelFailure, "%s: device must be None",
+                       op);
   KILN_CHECK_OR_RETURN(kind_in(in[4], ValueKind::None, ValueKind::Bool), KernelFailure,
                        "%s: pin_memory must be None or a Bool", op);
   KILN_RETURN_IF_ERROR(bool_arg(op, in, 5, "non_blocking", &non_blocking));
@@ -46,7 +47,8 @@ Status to_copy_run(KernelContext&, Inputs in, Outputs out) {
       map_elements<T, U>(*x, y, [](T v) { return convert<U>(v); });
     });
   });
-  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: cannot convert %s to %s", op, describe(*x).c_str(), scalar_type_name(dtype));
+  KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: cannot convert %s to %s", op, describe(*x).c_str(),
+                       scalar_type_name(dtype));
   return Status::ok();
 }
 

@@ -3,8 +3,8 @@
 // heap sort whose ties go to the lower index, i.e. a stable sort), cumsum.default and cumprod.default.
 #include <cmath>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -135,7 +135,6 @@ Status cumulative(const char* op, bool product, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-
 }  // namespace
 
 Status topk_run(KernelContext&, Inputs in, Outputs out) {
@@ -235,9 +234,7 @@ Status sort_stable_run(KernelContext&, Inputs in, Outputs out) {
 }
 
 // cumsum(self, dim, *, dtype=None): floats accumulate in double, integers in wrapping i64.
-Status cumsum_run(KernelContext&, Inputs in, Outputs out) {
-  return cumulative("aten::cumsum.default", false, in, out);
-}
+Status cumsum_run(KernelContext&, Inputs in, Outputs out) { return cumulative("aten::cumsum.default", false, in, out); }
 
 // cumprod(self, dim, *, dtype=None): the same, multiplying.
 Status cumprod_run(KernelContext&, Inputs in, Outputs out) {
@@ -253,4 +250,3 @@ KILN_REGISTER_KERNEL("aten::cumprod.default", "*", cumprod_run);
 }  // namespace portable
 }  // namespace kernels
 }  // namespace kiln
-

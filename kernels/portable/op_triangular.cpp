@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln {

@@ -2,8 +2,8 @@
 // reciprocal, sign, rounding, isnan, isinf and pow(tensor, scalar).
 #include <cmath>
 
-#include "common/kernel_args.h"
 #include "common/elementwise.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {
@@ -29,15 +29,19 @@ Status neg_run(KernelContext&, Inputs in, Outputs out) {
   // Unsigned wrap-around keeps neg(INT_MIN) defined.
   return math_op("aten::neg.default", in, out, true, [](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v));
-    else return -v;
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v));
+    else
+      return -v;
   });
 }
 Status abs_run(KernelContext&, Inputs in, Outputs out) {
   return math_op("aten::abs.default", in, out, true, [](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_integral_v<T>) return v < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)) : v;
-    else return std::abs(v);
+    if constexpr (std::is_integral_v<T>)
+      return v < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)) : v;
+    else
+      return std::abs(v);
   });
 }
 Status exp_run(KernelContext&, Inputs in, Outputs out) {
@@ -76,8 +80,8 @@ Status sign_run(KernelContext&, Inputs in, Outputs out) {
 }
 
 // Float functions of the C library, one kernel each (the exporter casts integer inputs to float).
-#define KILN_FLOAT_MATH(name, expr)                                                               \
-  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                     \
+#define KILN_FLOAT_MATH(name, expr)                                                                      \
+  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                            \
     return math_op("aten::" #name ".default", in, out, false, [](auto v) { return decltype(v)(expr); }); \
   }
 KILN_FLOAT_MATH(log1p, std::log1p(v))
@@ -96,12 +100,14 @@ KILN_FLOAT_MATH(atanh, std::atanh(v))
 #undef KILN_FLOAT_MATH
 
 // Rounding keeps an integer tensor as it is (ATen returns it unchanged); round is half to even.
-#define KILN_ROUNDING(name, expr)                                                                 \
-  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                     \
-    return math_op("aten::" #name ".default", in, out, true, [](auto v) {                         \
-      if constexpr (std::is_integral_v<decltype(v)>) return v;                                    \
-      else return decltype(v)(expr);                                                              \
-    });                                                                                           \
+#define KILN_ROUNDING(name, expr)                                         \
+  Status name##_run(KernelContext&, Inputs in, Outputs out) {             \
+    return math_op("aten::" #name ".default", in, out, true, [](auto v) { \
+      if constexpr (std::is_integral_v<decltype(v)>)                      \
+        return v;                                                         \
+      else                                                                \
+        return decltype(v)(expr);                                         \
+    });                                                                   \
   }
 KILN_ROUNDING(floor, std::floor(v))
 KILN_ROUNDING(ceil, std::ceil(v))
@@ -156,12 +162,18 @@ Status pow_tensor_scalar_run(KernelContext&, Inputs in, Outputs out) {
     if constexpr (std::is_floating_point_v<T>) {
       Tensor& y = *out[0];
       // Common exponents avoid std::pow (and match PyTorch's special cases).
-      if (e == 2.0) map_elements<T>(*x, y, [](T v) { return v * v; });
-      else if (e == 3.0) map_elements<T>(*x, y, [](T v) { return v * v * v; });
-      else if (e == 0.5) map_elements<T>(*x, y, [](T v) { return std::sqrt(v); });
-      else if (e == 1.0) map_elements<T>(*x, y, [](T v) { return v; });
-      else if (e == -1.0) map_elements<T>(*x, y, [](T v) { return T(1) / v; });
-      else if (e == -2.0) map_elements<T>(*x, y, [](T v) { return T(1) / (v * v); });
+      if (e == 2.0)
+        map_elements<T>(*x, y, [](T v) { return v * v; });
+      else if (e == 3.0)
+        map_elements<T>(*x, y, [](T v) { return v * v * v; });
+      else if (e == 0.5)
+        map_elements<T>(*x, y, [](T v) { return std::sqrt(v); });
+      else if (e == 1.0)
+        map_elements<T>(*x, y, [](T v) { return v; });
+      else if (e == -1.0)
+        map_elements<T>(*x, y, [](T v) { return T(1) / v; });
+      else if (e == -2.0)
+        map_elements<T>(*x, y, [](T v) { return T(1) / (v * v); });
       else {
         const T te = static_cast<T>(e);
         map_elements<T>(*x, y, [=](T v) { return std::pow(v, te); });

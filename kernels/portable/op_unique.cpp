@@ -30,8 +30,10 @@ Status unique_prepare(KernelContext& ctx, Inputs in, Outputs out, void**) {
 
 template <typename T>
 bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 template <typename T>
@@ -46,7 +48,7 @@ void unique_typed(const Tensor& x, int64_t* perm, bool inverse_wanted, bool coun
   for (int64_t i = 0; i < n; ++i) {
     const T cur = load(p + perm[i]);
     if (i == 0 || !(load(p + perm[i - 1]) == cur)) {  // NaN never equals anything: each is its own group
-      if (++g >= u) return;  // cannot happen: u was counted the same way
+      if (++g >= u) return;                           // cannot happen: u was counted the same way
       v[g] = cur;
       if (cnt) cnt[g] = 0;
     }
@@ -89,17 +91,18 @@ Status unique_run(KernelContext& ctx, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(check_dtype(kOp, inverse, "inverse", ScalarType::Int64));
   KILN_RETURN_IF_ERROR(check_dtype(kOp, counts, "counts", ScalarType::Int64));
   const int64_t n = x->numel();
-  KILN_CHECK_OR_RETURN(static_cast<uint64_t>(n) * sizeof(int64_t) <= ctx.scratch_bytes &&
-                           (n == 0 || ctx.scratch != nullptr),
-                       KernelFailure, "%s: %s needs %llu bytes of scratch, %zu were planned", kOp,
-                       describe(*x).c_str(), static_cast<unsigned long long>(n) * sizeof(int64_t), ctx.scratch_bytes);
+  KILN_CHECK_OR_RETURN(
+      static_cast<uint64_t>(n) * sizeof(int64_t) <= ctx.scratch_bytes && (n == 0 || ctx.scratch != nullptr),
+      KernelFailure, "%s: %s needs %llu bytes of scratch, %zu were planned", kOp, describe(*x).c_str(),
+      static_cast<unsigned long long>(n) * sizeof(int64_t), ctx.scratch_bytes);
   int64_t* perm = static_cast<int64_t*>(ctx.scratch);
   int64_t u = 0;
   const bool ok = dispatch_all(x->dtype(), [&](auto tag) { u = sort_and_count<decltype(tag)>(*x, perm); });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype in %s", kOp, describe(*x).c_str());
   const int64_t one[1] = {u}, none[1] = {0};
   KILN_RETURN_IF_ERROR(resize_data_dependent(kOp, "values", &values, Span<const int64_t>(one, 1)));
-  KILN_RETURN_IF_ERROR(resize_data_dependent(kOp, "counts", &counts, Span<const int64_t>(counts_wanted ? one : none, 1)));
+  KILN_RETURN_IF_ERROR(
+      resize_data_dependent(kOp, "counts", &counts, Span<const int64_t>(counts_wanted ? one : none, 1)));
   if (inverse_wanted) {
     KILN_RETURN_IF_ERROR(resize_data_dependent(kOp, "inverse", &inverse, x->sizes()));
   } else {

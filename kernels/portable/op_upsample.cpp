@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/kernel_args.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln {
@@ -53,9 +53,12 @@ Linear<T> linear_index(int64_t dst, const Axis& a, T scale, bool align_corners) 
   if (!align_corners && src < T(0)) src = T(0);
   Linear<T> r;
   const T f = std::floor(src);
-  if (!(f >= T(0))) r.i0 = 0;  // NaN
-  else if (f >= static_cast<T>(a.in - 1)) r.i0 = a.in - 1;
-  else r.i0 = static_cast<int64_t>(f);
+  if (!(f >= T(0)))
+    r.i0 = 0;  // NaN
+  else if (f >= static_cast<T>(a.in - 1))
+    r.i0 = a.in - 1;
+  else
+    r.i0 = static_cast<int64_t>(f);
   const T lambda = std::min(std::max(src - static_cast<T>(r.i0), T(0)), T(1));
   r.i1 = r.i0 + (r.i0 < a.in - 1 ? 1 : 0);
   r.l1 = lambda == lambda ? lambda : T(0);
@@ -93,8 +96,8 @@ void bilinear_typed(const Tensor& x, Tensor& y, const Axis& h, const Axis& w, bo
       T* row = yp + r * w.out;
       for (int64_t ow = 0; ow < w.out; ++ow) {
         const Linear<T> lw = linear_index<T>(ow, w, sw, align_corners);
-        row[ow] = lh.l0 * (lw.l0 * top[lw.i0] + lw.l1 * top[lw.i1]) +
-                  lh.l1 * (lw.l0 * bottom[lw.i0] + lw.l1 * bottom[lw.i1]);
+        row[ow] =
+            lh.l0 * (lw.l0 * top[lw.i0] + lw.l1 * top[lw.i1]) + lh.l1 * (lw.l0 * bottom[lw.i0] + lw.l1 * bottom[lw.i1]);
       }
     }
   });
@@ -102,8 +105,8 @@ void bilinear_typed(const Tensor& x, Tensor& y, const Axis& h, const Axis& w, bo
 
 // (self: [N, C, H, W], output_size: int[2], ..., scales_h: float?, scales_w: float?) with the scales at
 // in[scales_at], in[scales_at + 1]; resizes y to [N, C, out_h, out_w].
-Status upsample_args(const char* op, Inputs in, Outputs out, size_t n_in, size_t scales_at, const Tensor** x,
-                     Axis* h, Axis* w) {
+Status upsample_args(const char* op, Inputs in, Outputs out, size_t n_in, size_t scales_at, const Tensor** x, Axis* h,
+                     Axis* w) {
   KILN_RETURN_IF_ERROR(copy_setup(op, in, out, n_in, x));
   Span<const int64_t> size;
   KILN_RETURN_IF_ERROR(int_list_arg(op, in, 1, "output_size", &size));
@@ -149,8 +152,10 @@ Status upsample_bilinear2d_run(KernelContext&, Inputs in, Outputs out) {
   KILN_CHECK_OR_RETURN(t == ScalarType::Float32 || t == ScalarType::Float64, KernelFailure,
                        "%s: self must be f32 or f64, got %s", op, describe(*x).c_str());
   if (out[0]->numel() == 0) return Status::ok();
-  if (t == ScalarType::Float32) bilinear_typed<float>(*x, *out[0], h, w, align_corners);
-  else bilinear_typed<double>(*x, *out[0], h, w, align_corners);
+  if (t == ScalarType::Float32)
+    bilinear_typed<float>(*x, *out[0], h, w, align_corners);
+  else
+    bilinear_typed<double>(*x, *out[0], h, w, align_corners);
   return Status::ok();
 }
 

@@ -56,8 +56,10 @@ Status var_correction_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(plan_reduction(op, *x, dims, true, keepdim, &plan));
   KILN_RETURN_IF_ERROR(resize_output(op, &y, plan.out_sizes.span()));
   if (y.numel() == 0) return Status::ok();
-  if (t == ScalarType::Float32) var_typed<float>(*x, y, plan, correction);
-  else var_typed<double>(*x, y, plan, correction);
+  if (t == ScalarType::Float32)
+    var_typed<float>(*x, y, plan, correction);
+  else
+    var_typed<double>(*x, y, plan, correction);
   return Status::ok();
 }
 

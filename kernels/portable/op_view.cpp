@@ -29,7 +29,8 @@ Status view_run(KernelContext&, Inputs in, Outputs out) {
   int64_t known = 1;  // product of the given sizes, checked: they come from the file
   for (int d = 0; d < sizes.n; ++d) {
     if (sizes[d] == -1) {
-      KILN_CHECK_OR_RETURN(infer < 0, KernelFailure, "%s: only one dim of %s may be -1", op, describe_ints(size).c_str());
+      KILN_CHECK_OR_RETURN(infer < 0, KernelFailure, "%s: only one dim of %s may be -1", op,
+                           describe_ints(size).c_str());
       infer = d;
     } else {
       KILN_CHECK_OR_RETURN(sizes[d] >= 0, KernelFailure, "%s: invalid size %s", op, describe_ints(size).c_str());

@@ -1,7 +1,7 @@
 // Masked selection with broadcasting: where.self and masked_fill.Scalar.
-#include "common/kernel_args.h"
 #include "common/broadcast.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_args.h"
 
 namespace kiln {
 namespace kernels {

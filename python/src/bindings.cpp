@@ -49,11 +49,15 @@ bool to_scalar_type(nb::dlpack::dtype dt, kiln::ScalarType* out) {
   using C = nb::dlpack::dtype_code;
   if (dt.lanes != 1) return false;
   auto code = static_cast<C>(dt.code);
-  struct Entry { C code; uint8_t bits; kiln::ScalarType type; };
+  struct Entry {
+    C code;
+    uint8_t bits;
+    kiln::ScalarType type;
+  };
   static const Entry table[] = {
-      {C::Float, 32, kiln::ScalarType::Float32}, {C::Float, 64, kiln::ScalarType::Float64},
-      {C::Int, 64, kiln::ScalarType::Int64},     {C::Int, 32, kiln::ScalarType::Int32},
-      {C::Bool, 8, kiln::ScalarType::Bool},      {C::Float, 16, kiln::ScalarType::Float16},
+      {C::Float, 32, kiln::ScalarType::Float32},   {C::Float, 64, kiln::ScalarType::Float64},
+      {C::Int, 64, kiln::ScalarType::Int64},       {C::Int, 32, kiln::ScalarType::Int32},
+      {C::Bool, 8, kiln::ScalarType::Bool},        {C::Float, 16, kiln::ScalarType::Float16},
       {C::Bfloat, 16, kiln::ScalarType::BFloat16}, {C::UInt, 8, kiln::ScalarType::UInt8},
       {C::Int, 8, kiln::ScalarType::Int8},
   };
@@ -210,10 +214,15 @@ bool buffer_dtype(const Py_buffer& view, kiln::ScalarType* out) {
     case '?': *out = kiln::ScalarType::Bool; return size == 1;
     case 'B': *out = kiln::ScalarType::UInt8; return size == 1;
     case 'b': *out = kiln::ScalarType::Int8; return size == 1;
-    case 'i': case 'l': case 'q':
-      if (size == 4) *out = kiln::ScalarType::Int32;
-      else if (size == 8) *out = kiln::ScalarType::Int64;
-      else return false;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (size == 4)
+        *out = kiln::ScalarType::Int32;
+      else if (size == 8)
+        *out = kiln::ScalarType::Int64;
+      else
+        return false;
       return true;
     default: return false;
   }
@@ -263,17 +272,19 @@ void bind_ndarray(PyMethod& self, size_t i, nb::handle obj) {
     if (self.reentered) {
       check(kiln::Status(kiln::Error::Busy,
                          kiln::format("method '%s' was called again from inside its own call (by the conversion "
-                                      "of input %zu)", spec.name.c_str(), i)));
+                                      "of input %zu)",
+                                      spec.name.c_str(), i)));
     }
-    throw nb::type_error(kiln::format("input %zu ('%s') is not an array, DLPack or buffer object", i,
-                                      spec.inputs[i].name.c_str()).c_str());
+    throw nb::type_error(
+        kiln::format("input %zu ('%s') is not an array, DLPack or buffer object", i, spec.inputs[i].name.c_str())
+            .c_str());
   }
   kiln::ScalarType dtype = kiln::ScalarType::Float32;
   if (!to_scalar_type(a.dtype(), &dtype)) {
-    check(kiln::Status(kiln::Error::InvalidInput,
-                       kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",
-                                    spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.dtype().code,
-                                    a.dtype().bits)));
+    check(
+        kiln::Status(kiln::Error::InvalidInput,
+                     kiln::format("method '%s' input %zu ('%s'): unsupported element type (DLPack code %d, %d bits)",
+                                  spec.name.c_str(), i, spec.inputs[i].name.c_str(), a.dtype().code, a.dtype().bits)));
   }
   if (a.ndim() > static_cast<size_t>(kiln::kMaxDims)) {
     check(kiln::Status(kiln::Error::InvalidInput,
@@ -351,7 +362,8 @@ class Turn {
         self.reentered = true;
         check(kiln::Status(kiln::Error::Busy,
                            kiln::format("method '%s' was called again from inside its own call (by the "
-                                        "conversion of one of its inputs)", self.method.spec().name.c_str())));
+                                        "conversion of one of its inputs)",
+                                        self.method.spec().name.c_str())));
       }
       nb::gil_scoped_release release;
       self.method.lock();
@@ -380,8 +392,9 @@ nb::list run_method(PyMethod& self, nb::tuple inputs, kiln::Profile* profile) {
   if (n != spec.inputs.size()) {
     std::string names;
     for (const auto& s : spec.inputs) names += (names.empty() ? "" : ", ") + s.name;
-    check(kiln::Status(kiln::Error::InvalidInput, kiln::format("method '%s' takes %zu inputs (%s), got %zu",
-                                                               spec.name.c_str(), spec.inputs.size(), names.c_str(), n)));
+    check(
+        kiln::Status(kiln::Error::InvalidInput, kiln::format("method '%s' takes %zu inputs (%s), got %zu",
+                                                             spec.name.c_str(), spec.inputs.size(), names.c_str(), n)));
   }
   BoundInput bound[16];
   std::vector<BoundInput> more(n > 16 ? n - 16 : 0);
@@ -465,40 +478,46 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<PyProgram>(m, "Program")
       .def_prop_ro("method_names", [](const PyProgram& p) { return p.program->method_names(); })
-      .def("method_spec", [](const PyProgram& p, const std::string& name) {
-        return method_spec_to_dict(unwrap(p.program->method_spec(name)));
-      })
-      .def("load_method", [](const PyProgram& p, const std::string& name) {
-        kiln::Result<kiln::Method> method = [&] {
-          nb::gil_scoped_release release;
-          return p.program->load_method(name);
-        }();
-        return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}, {}};
-      }, nb::rv_policy::take_ownership)
+      .def("method_spec",
+           [](const PyProgram& p, const std::string& name) {
+             return method_spec_to_dict(unwrap(p.program->method_spec(name)));
+           })
+      .def(
+          "load_method",
+          [](const PyProgram& p, const std::string& name) {
+            kiln::Result<kiln::Method> method = [&] {
+              nb::gil_scoped_release release;
+              return p.program->load_method(name);
+            }();
+            return new PyMethod{unwrap(std::move(method)), p.program, p.borrowed, {}, {}};
+          },
+          nb::rv_policy::take_ownership)
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
       .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
       .def_prop_ro("producer", [](const PyProgram& p) { return p.program->producer(); })
       .def_prop_ro("metadata_keys", [](const PyProgram& p) { return p.program->metadata_keys(); })
-      .def("metadata", [](const PyProgram& p, const std::string& key) {
-        kiln::Span<const uint8_t> value = unwrap(p.program->metadata(key));
-        return nb::bytes(value.data(), value.size());
-      })
+      .def("metadata",
+           [](const PyProgram& p, const std::string& key) {
+             kiln::Span<const uint8_t> value = unwrap(p.program->metadata(key));
+             return nb::bytes(value.data(), value.size());
+           })
       .def_prop_ro("borrows_buffer", [](const PyProgram& p) { return p.borrowed != nullptr; });
 
   nb::class_<PyMethod>(m, "Method")
       .def_prop_ro("spec", [](const PyMethod& self) { return method_spec_to_dict(self.method.spec()); })
       .def("run", [](PyMethod& self, nb::tuple inputs) { return run_method(self, inputs, nullptr); })
       .def("run_profiled", &run_method)
-      .def("reset_state", [](PyMethod& self) {
-        nb::gil_scoped_release release;  // waits for the turn in progress
-        self.method.reset_state();
-      })
+      .def("reset_state",
+           [](PyMethod& self) {
+             nb::gil_scoped_release release;  // waits for the turn in progress
+             self.method.reset_state();
+           })
       .def_prop_ro("isa", [](const PyMethod& self) { return kiln::isa_name(self.method.isa()); })
       .def_prop_ro("instructions", [](const PyMethod& self) {
         nb::list out;
         for (const kiln::InstructionInfo& info : self.method.instructions()) {
-          out.append(nb::make_tuple(info.kind, info.op, info.library, info.tier, info.packed_bytes,
-                                    info.scratch_bytes));
+          out.append(
+              nb::make_tuple(info.kind, info.op, info.library, info.tier, info.packed_bytes, info.scratch_bytes));
         }
         return out;
       });
@@ -506,30 +525,35 @@ NB_MODULE(_kiln, m) {
   nb::class_<kiln::Profile>(m, "Profile")
       .def(nb::init<>())
       .def_ro("method", &kiln::Profile::method)
-      .def_prop_ro("calls", [](const kiln::Profile& p) {
-        nb::list out;
-        for (const kiln::ProfiledCall& c : p.calls) out.append(nb::make_tuple(c.start_ns, c.end_ns));
-        return out;
-      })
-      .def_prop_ro("records", [](const kiln::Profile& p) {
-        auto shapes = [](const std::vector<kiln::ProfiledShape>& v) {
-          nb::list out;
-          for (const kiln::ProfiledShape& s : v) {
-            out.append(nb::make_tuple(kiln::scalar_type_name(s.dtype), nb::tuple(nb::cast(s.sizes))));
-          }
-          return out;
-        };
-        nb::list out;
-        for (const kiln::ProfiledInstruction& r : p.records) {
-          out.append(nb::make_tuple(r.call, r.index, r.start_ns, r.end_ns, shapes(r.inputs), shapes(r.outputs)));
-        }
-        return out;
-      })
-      .def_prop_ro("chunks", [](const kiln::Profile& p) {
-        nb::list out;
-        for (const kiln::ProfiledChunk& c : p.chunks) out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns));
-        return out;
-      })
+      .def_prop_ro("calls",
+                   [](const kiln::Profile& p) {
+                     nb::list out;
+                     for (const kiln::ProfiledCall& c : p.calls) out.append(nb::make_tuple(c.start_ns, c.end_ns));
+                     return out;
+                   })
+      .def_prop_ro(
+          "records",
+          [](const kiln::Profile& p) {
+            auto shapes = [](const std::vector<kiln::ProfiledShape>& v) {
+              nb::list out;
+              for (const kiln::ProfiledShape& s : v) {
+                out.append(nb::make_tuple(kiln::scalar_type_name(s.dtype), nb::tuple(nb::cast(s.sizes))));
+              }
+              return out;
+            };
+            nb::list out;
+            for (const kiln::ProfiledInstruction& r : p.records) {
+              out.append(nb::make_tuple(r.call, r.index, r.start_ns, r.end_ns, shapes(r.inputs), shapes(r.outputs)));
+            }
+            return out;
+          })
+      .def_prop_ro("chunks",
+                   [](const kiln::Profile& p) {
+                     nb::list out;
+                     for (const kiln::ProfiledChunk& c : p.chunks)
+                       out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns));
+                     return out;
+                   })
       .def_prop_ro("call_ns", &kiln::Profile::call_ns)
       .def_prop_ro("instruction_ns", &kiln::Profile::instruction_ns)
       .def("table", &kiln::Profile::table)

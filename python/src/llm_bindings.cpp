@@ -47,13 +47,18 @@ nb::object gguf_value(const llm::GgufValue& v) {
   switch (v.type) {
     case T::String: return to_str(v.str);
     case T::Bool: return nb::bool_(v.i != 0);
-    case T::Float32: case T::Float64: return nb::float_(v.f);
+    case T::Float32:
+    case T::Float64: return nb::float_(v.f);
     case T::Array: {
       nb::list out;
-      if (v.array_type == T::String) for (const auto& s : v.strings) out.append(to_str(s));
-      else if (v.array_type == T::Float32 || v.array_type == T::Float64) for (double f : v.floats) out.append(f);
-      else if (v.array_type == T::Bool) for (int64_t i : v.ints) out.append(nb::bool_(i != 0));
-      else for (int64_t i : v.ints) out.append(i);
+      if (v.array_type == T::String)
+        for (const auto& s : v.strings) out.append(to_str(s));
+      else if (v.array_type == T::Float32 || v.array_type == T::Float64)
+        for (double f : v.floats) out.append(f);
+      else if (v.array_type == T::Bool)
+        for (int64_t i : v.ints) out.append(nb::bool_(i != 0));
+      else
+        for (int64_t i : v.ints) out.append(i);
       return out;
     }
     default: return nb::int_(v.i);
@@ -159,8 +164,10 @@ std::string text_arg(nb::handle h, const char* name) {
       if (c >= 0xD800 && c <= 0xDFFF) break;
       ++at;
     }
-    bad_argument(kiln::format("%s is not valid Unicode text: a lone surrogate at character %zd (text that was not "
-                              "UTF-8?)", name, at));
+    bad_argument(
+        kiln::format("%s is not valid Unicode text: a lone surrogate at character %zd (text that was not "
+                     "UTF-8?)",
+                     name, at));
   }
   return std::string(utf8, static_cast<size_t>(size));
 }
@@ -220,8 +227,8 @@ std::vector<llm::ChatMessage> messages_arg(nb::handle h) {
 }
 
 // The options of begin() and generate(), in the order kiln/llm/__init__.py passes them.
-llm::GenerateOptions make_options(nb::handle max_new_tokens, nb::handle temperature, nb::handle top_k,
-                                  nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty, nb::handle seed,
+llm::GenerateOptions make_options(nb::handle max_new_tokens, nb::handle temperature, nb::handle top_k, nb::handle top_p,
+                                  nb::handle min_p, nb::handle repetition_penalty, nb::handle seed,
                                   nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos) {
   llm::GenerateOptions o;
   o.max_new_tokens = int32_arg(max_new_tokens, "max_new_tokens");
@@ -267,7 +274,6 @@ nb::dict config_dict(const llm::ModelConfig& c) {
   return d;
 }
 
-
 // A Runner shared by Python threads (docs/threads-and-files.md): every call
 // takes the Runner's turn, waiting for it with the GIL released; a generation
 // is identified by the generation() id its begin() returned.
@@ -284,8 +290,9 @@ class RunnerTurn {
       // Taken by another thread (wait), or by this one: a signal handler or a
       // finalizer that ran inside a call of this runner (waiting would never end).
       if (self.turn_holder.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
-        raise(kiln::Status(kiln::Error::Busy, "the LLM runner was called again from inside its own call (a signal "
-                                              "handler or a finalizer?)"));
+        raise(kiln::Status(kiln::Error::Busy,
+                           "the LLM runner was called again from inside its own call (a signal "
+                           "handler or a finalizer?)"));
       }
       nb::gil_scoped_release release;
       self.runner.lock();
@@ -305,7 +312,9 @@ class RunnerTurn {
 
 // What a finished generation leaves for its caller, read in the caller's turn
 // (so it is never another caller's): (tokens, stats).
-nb::tuple outcome(const llm::Runner& r) { return nb::make_tuple(nb::cast(r.generated_tokens()), stats_dict(r.stats())); }
+nb::tuple outcome(const llm::Runner& r) {
+  return nb::make_tuple(nb::cast(r.generated_tokens()), stats_dict(r.stats()));
+}
 
 // Ends the generation in progress (cancel, then the step that records it), in the turn.
 void drain(llm::Runner& r) {
@@ -336,204 +345,244 @@ void bind_llm(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("llm", "Native layer of kiln.llm (libkiln_llm.so.0)");
 
   nb::class_<llm::Tokenizer>(m, "Tokenizer")
-      .def_static("from_json", [](nb::handle text) { return take(llm::Tokenizer::from_json(text_arg(text, "text"))); },
-                  nb::arg("text"))
-      .def_static("from_json_file", [](nb::handle path) {
-        return take(llm::Tokenizer::from_json_file(path_arg(path, "path")));
-      }, nb::arg("path"))
-      .def_static("from_gguf", [](nb::handle path) {
-        return take(llm::Tokenizer::from_gguf_file(path_arg(path, "path")));
-      }, nb::arg("path"))
-      .def("to_json", [](const llm::Tokenizer& t) {
-        std::string json = t.to_json();
-        PyObject* o = PyUnicode_DecodeUTF8(json.data(), static_cast<Py_ssize_t>(json.size()), "strict");
-        if (o == nullptr) {
-          // Replacing the bytes would store another vocabulary than the one read.
-          PyErr_Clear();
-          raise(kiln::Status(kiln::Error::InvalidProgram, "the tokenizer's vocabulary holds a token that is not UTF-8 "
-                                                          "text: it has no tokenizer.json form"));
-        }
-        return nb::steal<nb::str>(o);
-      })
-      .def("encode", [](const llm::Tokenizer& t, nb::handle text, nb::handle parse_special) {
-        std::string s = text_arg(text, "text");
-        bool special = bool_arg(parse_special, "parse_special");
-        nb::gil_scoped_release release;
-        return t.encode(s, special);
-      }, nb::arg("text"), nb::arg("parse_special") = true)
-      .def("decode", [](const llm::Tokenizer& t, nb::handle ids, nb::handle skip_special) {
-        return to_str(take(t.decode(ids_arg(ids, "ids"), bool_arg(skip_special, "skip_special"))));
-      }, nb::arg("ids"), nb::arg("skip_special") = false)
+      .def_static(
+          "from_json", [](nb::handle text) { return take(llm::Tokenizer::from_json(text_arg(text, "text"))); },
+          nb::arg("text"))
+      .def_static(
+          "from_json_file",
+          [](nb::handle path) { return take(llm::Tokenizer::from_json_file(path_arg(path, "path"))); }, nb::arg("path"))
+      .def_static(
+          "from_gguf", [](nb::handle path) { return take(llm::Tokenizer::from_gguf_file(path_arg(path, "path"))); },
+          nb::arg("path"))
+      .def("to_json",
+           [](const llm::Tokenizer& t) {
+             std::string json = t.to_json();
+             PyObject* o = PyUnicode_DecodeUTF8(json.data(), static_cast<Py_ssize_t>(json.size()), "strict");
+             if (o == nullptr) {
+               // Replacing the bytes would store another vocabulary than the one read.
+               PyErr_Clear();
+               raise(kiln::Status(kiln::Error::InvalidProgram,
+                                  "the tokenizer's vocabulary holds a token that is not UTF-8 "
+                                  "text: it has no tokenizer.json form"));
+             }
+             return nb::steal<nb::str>(o);
+           })
+      .def(
+          "encode",
+          [](const llm::Tokenizer& t, nb::handle text, nb::handle parse_special) {
+            std::string s = text_arg(text, "text");
+            bool special = bool_arg(parse_special, "parse_special");
+            nb::gil_scoped_release release;
+            return t.encode(s, special);
+          },
+          nb::arg("text"), nb::arg("parse_special") = true)
+      .def(
+          "decode",
+          [](const llm::Tokenizer& t, nb::handle ids, nb::handle skip_special) {
+            return to_str(take(t.decode(ids_arg(ids, "ids"), bool_arg(skip_special, "skip_special"))));
+          },
+          nb::arg("ids"), nb::arg("skip_special") = false)
       .def_prop_ro("vocab_size", &llm::Tokenizer::vocab_size)
-      .def("id_to_token", [](const llm::Tokenizer& t, nb::handle id) { return to_str(t.id_to_token(int32_arg(id, "id"))); },
-           nb::arg("id"))
-      .def("token_to_id", [](const llm::Tokenizer& t, nb::handle s) { return t.token_to_id(text_arg(s, "token")); },
-           nb::arg("token"))
-      .def("token_bytes", [](const llm::Tokenizer& t, nb::handle id) {
-        std::string b = t.token_bytes(int32_arg(id, "id"));
-        return nb::bytes(b.data(), b.size());
-      }, nb::arg("id"))
-      .def("is_special", [](const llm::Tokenizer& t, nb::handle id) { return t.is_special(int32_arg(id, "id")); },
-           nb::arg("id"))
+      .def(
+          "id_to_token",
+          [](const llm::Tokenizer& t, nb::handle id) { return to_str(t.id_to_token(int32_arg(id, "id"))); },
+          nb::arg("id"))
+      .def(
+          "token_to_id", [](const llm::Tokenizer& t, nb::handle s) { return t.token_to_id(text_arg(s, "token")); },
+          nb::arg("token"))
+      .def(
+          "token_bytes",
+          [](const llm::Tokenizer& t, nb::handle id) {
+            std::string b = t.token_bytes(int32_arg(id, "id"));
+            return nb::bytes(b.data(), b.size());
+          },
+          nb::arg("id"))
+      .def(
+          "is_special", [](const llm::Tokenizer& t, nb::handle id) { return t.is_special(int32_arg(id, "id")); },
+          nb::arg("id"))
       .def_prop_ro("special_ids", &llm::Tokenizer::special_ids)
       .def_prop_ro("bos_id", &llm::Tokenizer::bos_id)
       .def_prop_ro("eos_id", &llm::Tokenizer::eos_id);
 
   nb::class_<llm::StreamDecoder>(m, "StreamDecoder")
       .def(nb::init<const llm::Tokenizer&, bool>(), nb::arg("tokenizer"), nb::arg("skip_special") = false)
-      .def("push", [](llm::StreamDecoder& d, nb::handle id) { return to_str(take(d.push(int32_arg(id, "id")))); },
-           nb::arg("id"))
+      .def(
+          "push", [](llm::StreamDecoder& d, nb::handle id) { return to_str(take(d.push(int32_arg(id, "id")))); },
+          nb::arg("id"))
       .def("flush", [](llm::StreamDecoder& d) { return to_str(d.flush()); });
 
   nb::class_<llm::ChatTemplate>(m, "ChatTemplate")
-      .def_static("from_jinja", [](nb::handle jinja) {
-        return take(llm::ChatTemplate::from_jinja(text_arg(jinja, "jinja")));
-      }, nb::arg("jinja"))
+      .def_static(
+          "from_jinja", [](nb::handle jinja) { return take(llm::ChatTemplate::from_jinja(text_arg(jinja, "jinja"))); },
+          nb::arg("jinja"))
       .def_prop_ro("format", [](const llm::ChatTemplate& t) { return to_str(t.format()); })
       .def_prop_ro("default_system", [](const llm::ChatTemplate& t) { return to_str(t.default_system()); })
-      .def("apply", [](const llm::ChatTemplate& t, nb::handle messages, nb::handle add_generation_prompt) {
-        return to_str(take(t.apply(messages_arg(messages), bool_arg(add_generation_prompt, "add_generation_prompt"))));
-      }, nb::arg("messages"), nb::arg("add_generation_prompt") = true);
+      .def(
+          "apply",
+          [](const llm::ChatTemplate& t, nb::handle messages, nb::handle add_generation_prompt) {
+            return to_str(
+                take(t.apply(messages_arg(messages), bool_arg(add_generation_prompt, "add_generation_prompt"))));
+          },
+          nb::arg("messages"), nb::arg("add_generation_prompt") = true);
 
   // The runner's sampler on its own, for a caller's own decoding loop (and for testing it on logits
   // no model would produce).
   nb::class_<llm::Sampler>(m, "Sampler")
-      .def("__init__", [](llm::Sampler* self, float temperature, int32_t top_k, float top_p, float min_p,
-                          float repetition_penalty, int64_t seed) {
-        llm::SamplingOptions o;
-        o.temperature = temperature;
-        o.top_k = top_k;
-        o.top_p = top_p;
-        o.min_p = min_p;
-        o.repetition_penalty = repetition_penalty;
-        o.seed = seed;
-        kiln::Status st = llm::check_sampling_options(o);
-        if (!st.is_ok()) raise(st);
-        new (self) llm::Sampler(o);
-      }, nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f, nb::arg("min_p") = 0.05f,
-         nb::arg("repetition_penalty") = 1.0f, nb::arg("seed") = -1)
-      .def("sample", [](llm::Sampler& s, std::vector<float> logits, const std::vector<int32_t>& history) {
-        if (logits.empty()) raise(kiln::Status(kiln::Error::InvalidArgument, "Sampler.sample: no logits"));
-        return s.sample(kiln::Span<float>(logits.data(), logits.size()),
-                        kiln::Span<const int32_t>(history.data(), history.size()));
-      }, nb::arg("logits"), nb::arg("history") = std::vector<int32_t>{});
+      .def(
+          "__init__",
+          [](llm::Sampler* self, float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty,
+             int64_t seed) {
+            llm::SamplingOptions o;
+            o.temperature = temperature;
+            o.top_k = top_k;
+            o.top_p = top_p;
+            o.min_p = min_p;
+            o.repetition_penalty = repetition_penalty;
+            o.seed = seed;
+            kiln::Status st = llm::check_sampling_options(o);
+            if (!st.is_ok()) raise(st);
+            new (self) llm::Sampler(o);
+          },
+          nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f, nb::arg("min_p") = 0.05f,
+          nb::arg("repetition_penalty") = 1.0f, nb::arg("seed") = -1)
+      .def(
+          "sample",
+          [](llm::Sampler& s, std::vector<float> logits, const std::vector<int32_t>& history) {
+            if (logits.empty()) raise(kiln::Status(kiln::Error::InvalidArgument, "Sampler.sample: no logits"));
+            return s.sample(kiln::Span<float>(logits.data(), logits.size()),
+                            kiln::Span<const int32_t>(history.data(), history.size()));
+          },
+          nb::arg("logits"), nb::arg("history") = std::vector<int32_t>{});
 
   m.def("read_gguf", [](nb::handle path) { return read_gguf(path_arg(path, "path")); }, nb::arg("path"));
   m.def("ggml_type_name", &llm::ggml_type_name);
 
   nb::class_<PyRunner>(m, "Runner")
-      .def_static("load", [](nb::handle path, nb::handle max_memory_bytes, nb::handle kernels, nb::handle isa,
-                             nb::handle num_threads) {
-        std::string p = path_arg(path, "path");
-        llm::RunnerOptions o;
-        o.load.max_memory_bytes = static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
-        o.load.kernels = text_arg(kernels, "kernels");
-        o.load.isa = text_arg(isa, "isa");
-        o.num_threads = int32_arg(num_threads, "num_threads", 0, kiln::kMaxThreads);
-        kiln::Result<llm::Runner> r = [&] {
-          nb::gil_scoped_release release;
-          return llm::Runner::load(p, o);
-        }();
-        return new PyRunner{take(std::move(r)), {}};
-      }, nb::rv_policy::take_ownership)
+      .def_static(
+          "load",
+          [](nb::handle path, nb::handle max_memory_bytes, nb::handle kernels, nb::handle isa, nb::handle num_threads) {
+            std::string p = path_arg(path, "path");
+            llm::RunnerOptions o;
+            o.load.max_memory_bytes =
+                static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
+            o.load.kernels = text_arg(kernels, "kernels");
+            o.load.isa = text_arg(isa, "isa");
+            o.num_threads = int32_arg(num_threads, "num_threads", 0, kiln::kMaxThreads);
+            kiln::Result<llm::Runner> r = [&] {
+              nb::gil_scoped_release release;
+              return llm::Runner::load(p, o);
+            }();
+            return new PyRunner{take(std::move(r)), {}};
+          },
+          nb::rv_policy::take_ownership)
       .def_prop_ro("config", [](const PyRunner& r) { return config_dict(r.runner.config()); })
       .def_prop_ro("tokenizer", [](const PyRunner& r) { return r.runner.tokenizer(); })
-      .def_prop_ro("chat_template", [](const PyRunner& r) -> nb::object {
-        return r.runner.chat_template() ? nb::cast(*r.runner.chat_template()) : nb::none();
-      })
-      .def("encode", [](const PyRunner& r, nb::handle text) {
-        std::string s = text_arg(text, "prompt");
-        nb::gil_scoped_release release;
-        return r.runner.tokenizer().encode(s);
-      })
+      .def_prop_ro("chat_template",
+                   [](const PyRunner& r) -> nb::object {
+                     return r.runner.chat_template() ? nb::cast(*r.runner.chat_template()) : nb::none();
+                   })
+      .def("encode",
+           [](const PyRunner& r, nb::handle text) {
+             std::string s = text_arg(text, "prompt");
+             nb::gil_scoped_release release;
+             return r.runner.tokenizer().encode(s);
+           })
       // begin(prompt ids, options...) -> the generation's id; next(id) and finish(id) refer to it.
-      .def("begin", [](PyRunner& self, nb::handle prompt, nb::handle max_new_tokens, nb::handle temperature,
-                       nb::handle top_k, nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty,
-                       nb::handle seed, nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos) {
-        std::vector<int32_t> ids = ids_arg(prompt, "prompt");
-        llm::GenerateOptions o = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-                                              seed, stop_strings, stop_tokens, ignore_eos);
-        RunnerTurn turn(self);
-        begin_in_turn(self.runner, std::move(ids), o);
-        return self.runner.generation();
-      })
+      .def("begin",
+           [](PyRunner& self, nb::handle prompt, nb::handle max_new_tokens, nb::handle temperature, nb::handle top_k,
+              nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty, nb::handle seed,
+              nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos) {
+             std::vector<int32_t> ids = ids_arg(prompt, "prompt");
+             llm::GenerateOptions o = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+                                                   seed, stop_strings, stop_tokens, ignore_eos);
+             RunnerTurn turn(self);
+             begin_in_turn(self.runner, std::move(ids), o);
+             return self.runner.generation();
+           })
       // next(id) -> (more, piece, outcome): outcome is (tokens, stats) once the
       // generation has finished, else None. Superseded when another generation
       // began since `id` did.
-      .def("next", [](PyRunner& self, uint64_t id) {
-        RunnerTurn turn(self);
-        llm::Runner& r = self.runner;
-        if (r.generation() != id) {
-          nb::object cls = nb::module_::import_("kiln.errors").attr("Superseded");
-          PyErr_SetString(cls.ptr(), kiln::format("this stream was superseded: another generation began on its "
-                                                  "Runner while the stream was suspended (one Runner serves one "
-                                                  "generation at a time; use one Runner per concurrent stream)")
-                                         .c_str());
-          throw nb::python_error();
-        }
-        std::string piece;
-        kiln::Result<bool> more = false;
-        {
-          nb::gil_scoped_release release;
-          more = r.next(&piece);
-        }
-        bool m = take(std::move(more));
-        return nb::make_tuple(m, to_str(piece), m ? nb::object(nb::none()) : nb::object(outcome(r)));
-      })
+      .def("next",
+           [](PyRunner& self, uint64_t id) {
+             RunnerTurn turn(self);
+             llm::Runner& r = self.runner;
+             if (r.generation() != id) {
+               nb::object cls = nb::module_::import_("kiln.errors").attr("Superseded");
+               PyErr_SetString(cls.ptr(), kiln::format("this stream was superseded: another generation began on its "
+                                                       "Runner while the stream was suspended (one Runner serves one "
+                                                       "generation at a time; use one Runner per concurrent stream)")
+                                              .c_str());
+               throw nb::python_error();
+             }
+             std::string piece;
+             kiln::Result<bool> more = false;
+             {
+               nb::gil_scoped_release release;
+               more = r.next(&piece);
+             }
+             bool m = take(std::move(more));
+             return nb::make_tuple(m, to_str(piece), m ? nb::object(nb::none()) : nb::object(outcome(r)));
+           })
       // finish(id): ends generation `id` if it is still the runner's (a stream closed
       // early) and returns its outcome; None (and nothing is touched) if another began.
-      .def("finish", [](PyRunner& self, uint64_t id) -> nb::object {
-        RunnerTurn turn(self);
-        if (self.runner.generation() != id) return nb::none();
-        drain(self.runner);
-        return outcome(self.runner);
-      })
+      .def("finish",
+           [](PyRunner& self, uint64_t id) -> nb::object {
+             RunnerTurn turn(self);
+             if (self.runner.generation() != id) return nb::none();
+             drain(self.runner);
+             return outcome(self.runner);
+           })
       // generate(prompt ids, options...) -> (text, tokens, stats): the whole
       // generation in one turn, so concurrent calls each get their own answer.
-      .def("generate", [](PyRunner& self, nb::handle prompt, nb::handle max_new_tokens, nb::handle temperature,
-                          nb::handle top_k, nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty,
-                          nb::handle seed, nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos) {
-        std::vector<int32_t> ids = ids_arg(prompt, "prompt");
-        llm::GenerateOptions o = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-                                              seed, stop_strings, stop_tokens, ignore_eos);
-        RunnerTurn turn(self);
-        llm::Runner& r = self.runner;
-        begin_in_turn(r, std::move(ids), o);
-        std::string text, piece;
-        while (true) {
-          kiln::Result<bool> more = false;
-          {
-            nb::gil_scoped_release release;
-            more = r.next(&piece);
-          }
-          if (!more.ok()) raise(more.status());
-          text += piece;
-          if (!more.value()) break;
-          // Ctrl-C between tokens: the generation ends (cancelled) before it propagates.
-          if (PyErr_CheckSignals() != 0) {
-            nb::python_error interrupted;
-            drain(r);
-            throw interrupted;
-          }
-        }
-        nb::tuple done = outcome(r);
-        return nb::make_tuple(to_str(text), done[0], done[1]);
-      })
+      .def("generate",
+           [](PyRunner& self, nb::handle prompt, nb::handle max_new_tokens, nb::handle temperature, nb::handle top_k,
+              nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty, nb::handle seed,
+              nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos) {
+             std::vector<int32_t> ids = ids_arg(prompt, "prompt");
+             llm::GenerateOptions o = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+                                                   seed, stop_strings, stop_tokens, ignore_eos);
+             RunnerTurn turn(self);
+             llm::Runner& r = self.runner;
+             begin_in_turn(r, std::move(ids), o);
+             std::string text, piece;
+             while (true) {
+               kiln::Result<bool> more = false;
+               {
+                 nb::gil_scoped_release release;
+                 more = r.next(&piece);
+               }
+               if (!more.ok()) raise(more.status());
+               text += piece;
+               if (!more.value()) break;
+               // Ctrl-C between tokens: the generation ends (cancelled) before it propagates.
+               if (PyErr_CheckSignals() != 0) {
+                 nb::python_error interrupted;
+                 drain(r);
+                 throw interrupted;
+               }
+             }
+             nb::tuple done = outcome(r);
+             return nb::make_tuple(to_str(text), done[0], done[1]);
+           })
       .def("cancel", [](PyRunner& self) { self.runner.cancel(); })
       .def_prop_ro("generation", [](const PyRunner& self) { return self.runner.generation(); })
-      .def("chat_prompt", [](const PyRunner& self, nb::handle messages) {
-        const llm::ChatTemplate* t = self.runner.chat_template();
-        if (t == nullptr) raise(kiln::Status(kiln::Error::NotSupported, "this program has no chat template kiln knows"));
-        return to_str(take(t->apply(messages_arg(messages), true)));
-      })
-      .def_prop_ro("stats", [](PyRunner& self) {
-        RunnerTurn turn(self);
-        return stats_dict(self.runner.stats());
-      })
-      .def_prop_ro("generated_tokens", [](PyRunner& self) {
-        RunnerTurn turn(self);
-        return self.runner.generated_tokens();
-      })
+      .def("chat_prompt",
+           [](const PyRunner& self, nb::handle messages) {
+             const llm::ChatTemplate* t = self.runner.chat_template();
+             if (t == nullptr)
+               raise(kiln::Status(kiln::Error::NotSupported, "this program has no chat template kiln knows"));
+             return to_str(take(t->apply(messages_arg(messages), true)));
+           })
+      .def_prop_ro("stats",
+                   [](PyRunner& self) {
+                     RunnerTurn turn(self);
+                     return stats_dict(self.runner.stats());
+                   })
+      .def_prop_ro("generated_tokens",
+                   [](PyRunner& self) {
+                     RunnerTurn turn(self);
+                     return self.runner.generated_tokens();
+                   })
       .def("reset", [](PyRunner& self) {
         RunnerTurn turn(self);
         self.runner.reset();

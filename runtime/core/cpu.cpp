@@ -65,7 +65,7 @@ CpuFeatures detect() {
   if (d1 & (1u << 26)) f |= bit(CpuFeature::Sse2);
   const bool osxsave = (c1 & (1u << 27)) != 0;
   const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  const bool avx_state = (xcr0 & 0x6) == 0x6;            // XMM and YMM
+  const bool avx_state = (xcr0 & 0x6) == 0x6;                    // XMM and YMM
   const bool avx512_state = avx_state && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM0-15 upper halves, ZMM16-31
   if (!avx_state) return f;
   if (c1 & (1u << 28)) f |= bit(CpuFeature::Avx);
@@ -98,10 +98,10 @@ CpuFeatures detect() {
   // Bit numbers of the Linux aarch64 ABI (asm/hwcap.h), spelled out for old kernel headers.
   const unsigned long hwcap = getauxval(AT_HWCAP);
   const unsigned long hwcap2 = getauxval(AT_HWCAP2);
-  if (hwcap & (1ul << 10)) f |= bit(CpuFeature::Fp16);      // HWCAP_ASIMDHP
-  if (hwcap & (1ul << 20)) f |= bit(CpuFeature::Dotprod);   // HWCAP_ASIMDDP
-  if (hwcap2 & (1ul << 13)) f |= bit(CpuFeature::I8mm);     // HWCAP2_I8MM
-  if (hwcap2 & (1ul << 14)) f |= bit(CpuFeature::Bf16);     // HWCAP2_BF16
+  if (hwcap & (1ul << 10)) f |= bit(CpuFeature::Fp16);     // HWCAP_ASIMDHP
+  if (hwcap & (1ul << 20)) f |= bit(CpuFeature::Dotprod);  // HWCAP_ASIMDDP
+  if (hwcap2 & (1ul << 13)) f |= bit(CpuFeature::I8mm);    // HWCAP2_I8MM
+  if (hwcap2 & (1ul << 14)) f |= bit(CpuFeature::Bf16);    // HWCAP2_BF16
 #endif
   return f;
 }

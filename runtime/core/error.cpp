@@ -58,8 +58,7 @@ std::string format(const char* fmt, ...) {
 namespace detail {
 
 void result_without_value(const Status& status) noexcept {
-  std::fprintf(stderr, "kiln: a Result was used without a value (check ok() first): %s\n",
-               status.to_string().c_str());
+  std::fprintf(stderr, "kiln: a Result was used without a value (check ok() first): %s\n", status.to_string().c_str());
   std::fflush(stderr);
   std::abort();
 }

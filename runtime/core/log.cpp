@@ -26,9 +26,15 @@ LogLevel threshold() {
     const char* env = std::getenv("KILN_LOG_LEVEL");
     if (env == nullptr) return LogLevel::Warning;
     switch (env[0]) {
-      case 'd': case 'D': case '0': return LogLevel::Debug;
-      case 'i': case 'I': case '1': return LogLevel::Info;
-      case 'e': case 'E': case '3': return LogLevel::Error;
+      case 'd':
+      case 'D':
+      case '0': return LogLevel::Debug;
+      case 'i':
+      case 'I':
+      case '1': return LogLevel::Info;
+      case 'e':
+      case 'E':
+      case '3': return LogLevel::Error;
       default: return LogLevel::Warning;
     }
   }();

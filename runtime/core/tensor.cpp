@@ -23,8 +23,8 @@ size_t element_size(ScalarType t) noexcept {
 }
 
 namespace {
-constexpr const char* kScalarTypeNames[kNumScalarTypes] = {"f32", "f64", "i64", "i32", "bool",
-                                                           "f16", "bf16", "u8", "i8"};
+constexpr const char* kScalarTypeNames[kNumScalarTypes] = {"f32", "f64",  "i64", "i32", "bool",
+                                                           "f16", "bf16", "u8",  "i8"};
 }
 
 const char* scalar_type_name(ScalarType t) noexcept {
@@ -76,9 +76,8 @@ Status Tensor::resize(Span<const int64_t> sizes) noexcept {
   }
   if (zero) bytes = 0;
   KILN_CHECK_OR_RETURN(bytes <= capacity_, KernelFailure,
-                       "output %s %s needs %llu bytes but its planned buffer holds %zu",
-                       scalar_type_name(dtype_), describe_sizes(sizes).c_str(),
-                       static_cast<unsigned long long>(bytes), capacity_);
+                       "output %s %s needs %llu bytes but its planned buffer holds %zu", scalar_type_name(dtype_),
+                       describe_sizes(sizes).c_str(), static_cast<unsigned long long>(bytes), capacity_);
   dim_ = static_cast<int8_t>(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) sizes_[i] = sizes[i];
   return Status::ok();
@@ -102,8 +101,6 @@ std::string describe_sizes(Span<const int64_t> sizes) {
   return s + "]";
 }
 
-std::string describe(const Tensor& t) {
-  return std::string(scalar_type_name(t.dtype())) + describe_sizes(t.sizes());
-}
+std::string describe(const Tensor& t) { return std::string(scalar_type_name(t.dtype())) + describe_sizes(t.sizes()); }
 
 }  // namespace kiln

@@ -263,7 +263,8 @@ namespace internal {
 
 uint64_t now_ns() noexcept {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 ChunkObserver* observe_chunks(ChunkObserver* observer) noexcept {

@@ -42,9 +42,15 @@ Status run_int_op(Step& step) {
       r = t.sizes()[b];
       break;
     }
-    case K::Add: if (__builtin_add_overflow(a, b, &r)) return overflow(); break;
-    case K::Sub: if (__builtin_sub_overflow(a, b, &r)) return overflow(); break;
-    case K::Mul: if (__builtin_mul_overflow(a, b, &r)) return overflow(); break;
+    case K::Add:
+      if (__builtin_add_overflow(a, b, &r)) return overflow();
+      break;
+    case K::Sub:
+      if (__builtin_sub_overflow(a, b, &r)) return overflow();
+      break;
+    case K::Mul:
+      if (__builtin_mul_overflow(a, b, &r)) return overflow();
+      break;
     case K::FloorDiv:
     case K::Mod: {
       KILN_CHECK_OR_RETURN(b != 0, KernelFailure, "integer division by zero in a size computation");
@@ -102,13 +108,12 @@ Status find_candidates(const std::string& op, const std::vector<const Value*>& a
   const size_t ns = op.find("::");
   if (known.empty() && op.compare(0, 5, "kiln_") == 0 && ns != std::string::npos && ns > 5) {
     const std::string name = op.substr(5, ns - 5);
-    provider = "; the extension library libkiln_" + name + ".so.0 provides it: link kiln::" + name +
-               " (libkiln_" + name + ".so.0; pkg-config kiln-" + name + "), or load it with kiln::load_library";
+    provider = "; the extension library libkiln_" + name + ".so.0 provides it: link kiln::" + name + " (libkiln_" +
+               name + ".so.0; pkg-config kiln-" + name + "), or load it with kiln::load_library";
   }
-  return Status(Error::MissingKernel,
-                "no kernel for " + op + " with dtypes (" + signature_string(dtypes) + ")" +
-                    (known.empty() ? "; no kernel is registered for this operator" + provider
-                                   : "; registered dtypes: " + known));
+  return Status(Error::MissingKernel, "no kernel for " + op + " with dtypes (" + signature_string(dtypes) + ")" +
+                                          (known.empty() ? "; no kernel is registered for this operator" + provider
+                                                         : "; registered dtypes: " + known));
 }
 
 size_t round_up_64(size_t n) { return (n + 63) / 64 * 64; }
@@ -204,9 +209,18 @@ Status MethodState::build_values() {
         out.tensor = &tensor;
         break;
       }
-      case ValueKind::Int: out.kind = kiln::ValueKind::Int; out.i = v->value_as_Int()->value(); break;
-      case ValueKind::Double: out.kind = kiln::ValueKind::Double; out.d = v->value_as_Double()->value(); break;
-      case ValueKind::Bool: out.kind = kiln::ValueKind::Bool; out.b = v->value_as_Bool()->value(); break;
+      case ValueKind::Int:
+        out.kind = kiln::ValueKind::Int;
+        out.i = v->value_as_Int()->value();
+        break;
+      case ValueKind::Double:
+        out.kind = kiln::ValueKind::Double;
+        out.d = v->value_as_Double()->value();
+        break;
+      case ValueKind::Bool:
+        out.kind = kiln::ValueKind::Bool;
+        out.b = v->value_as_Bool()->value();
+        break;
       case ValueKind::IntList: {
         const auto* items = v->value_as_IntList()->items();
         out.kind = kiln::ValueKind::IntList;
@@ -231,13 +245,9 @@ Status MethodState::build_values() {
         out.str = {str->c_str(), str->size()};
         break;
       }
-      case ValueKind::TensorList:
-        break;  // filled below, once every tensor has its address
-      case ValueKind::IntValueList:
-        break;  // filled below, once every int has its value
-      default:
-        out.kind = kiln::ValueKind::None;
-        break;
+      case ValueKind::TensorList: break;    // filled below, once every tensor has its address
+      case ValueKind::IntValueList: break;  // filled below, once every int has its value
+      default: out.kind = kiln::ValueKind::None; break;
     }
   }
   for (StateInit& st : state) st.declared = *st.tensor;
@@ -330,7 +340,8 @@ Status MethodState::bind_steps() {
       step.num_inputs = static_cast<uint32_t>(step_inputs.size()) - step.inputs_begin;
       step.outputs_begin = static_cast<uint32_t>(step_outputs.size());
       // verify_program: outputs are planned tensors.
-      if (out) for (uint32_t v : *out) step_outputs.push_back(values[v].tensor);
+      if (out)
+        for (uint32_t v : *out) step_outputs.push_back(values[v].tensor);
       step.num_outputs = static_cast<uint32_t>(step_outputs.size()) - step.outputs_begin;
     };
     std::string where = format("instruction %u", i);
@@ -355,7 +366,8 @@ Status MethodState::bind_steps() {
         bind_args(call->inputs(), call->outputs());
         step.backend = find_backend(d->backend()->str());
         if (step.backend == nullptr) {
-          return Status(Error::MissingBackend, where + ": no backend named '" + d->backend()->str() + "' is registered");
+          return Status(Error::MissingBackend,
+                        where + ": no backend named '" + d->backend()->str() + "' is registered");
         }
         break;
       }
@@ -375,13 +387,13 @@ Status MethodState::bind_steps() {
         step.kind = Step::Kind::IntOp;
         step.name = std::string("int op ") + schema::EnumNameIntOpKind(op->kind());
         step.int_kind = op->kind();
-        for (flatbuffers::uoffset_t k = 0; k < op->inputs()->size(); ++k) step.int_args[k] = &values[op->inputs()->Get(k)];
+        for (flatbuffers::uoffset_t k = 0; k < op->inputs()->size(); ++k)
+          step.int_args[k] = &values[op->inputs()->Get(k)];
         if (op->kind() == schema::IntOpKind::SizeOf) step.int_tensor = step.int_args[0]->tensor;
         step.int_out = &values[op->output()];
         break;
       }
-      default:
-        return Status(Error::Internal, where + " has a kind the verifier should have rejected");
+      default: return Status(Error::Internal, where + " has a kind the verifier should have rejected");
     }
     steps.push_back(std::move(step));
   }
@@ -414,7 +426,8 @@ Status MethodState::prepare_steps() {
           step.ctx.isa = program->isa;
           step.ctx.scratch_bytes = step.ctx.worker_scratch_bytes = 0;
           step.ctx.services = &services;
-          services.method_bytes = sat_add(arena_bytes, sat_add(call_bytes, sat_mul(worker_bytes, static_cast<uint64_t>(num_threads()))));
+          services.method_bytes =
+              sat_add(arena_bytes, sat_add(call_bytes, sat_mul(worker_bytes, static_cast<uint64_t>(num_threads()))));
           services.packed_bytes = 0;
           void* kstate = nullptr;
           Status st = k->prepare != nullptr ? k->prepare(step.ctx, in, out, &kstate) : Status::ok();
@@ -442,7 +455,8 @@ Status MethodState::prepare_steps() {
         info.op = step.name;
         info.library = step.kernel->library;
         info.tier = step.kernel->tier;
-        info.scratch_bytes = sat_add(step.ctx.scratch_bytes, sat_mul(step.ctx.worker_scratch_bytes, static_cast<uint64_t>(num_threads())));
+        info.scratch_bytes = sat_add(step.ctx.scratch_bytes,
+                                     sat_mul(step.ctx.worker_scratch_bytes, static_cast<uint64_t>(num_threads())));
         break;
       }
       case Step::Kind::Backend: {
@@ -453,8 +467,9 @@ Status MethodState::prepare_steps() {
         std::vector<CompileSpecView> specs;
         if (d->compile_specs()) {
           for (const auto* cs : *d->compile_specs()) {
-            specs.push_back({cs->key()->c_str(), cs->value() ? Span<const uint8_t>(cs->value()->data(), cs->value()->size())
-                                                             : Span<const uint8_t>()});
+            specs.push_back({cs->key()->c_str(), cs->value()
+                                                     ? Span<const uint8_t>(cs->value()->data(), cs->value()->size())
+                                                     : Span<const uint8_t>()});
           }
         }
         Status st = step.backend->def.init(blob, specs, &step.backend_handle);
@@ -464,8 +479,14 @@ Status MethodState::prepare_steps() {
         info.library = step.backend->library;
         break;
       }
-      case Step::Kind::Move: info.kind = "move"; info.op = "move"; break;
-      case Step::Kind::IntOp: info.kind = "int_op"; info.op = step.name.substr(7); break;
+      case Step::Kind::Move:
+        info.kind = "move";
+        info.op = "move";
+        break;
+      case Step::Kind::IntOp:
+        info.kind = "int_op";
+        info.op = step.name.substr(7);
+        break;
     }
   }
   call_scratch_bytes = call_bytes;
@@ -544,8 +565,9 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   // No silent conversion (a float64 array would lose precision, an int one would change meaning):
   // the caller converts, and the message says so.
   if (input.dtype() != want.dtype) {
-    return mismatch("wrong dtype", " (inputs are not converted: convert the data first, e.g. with numpy's "
-                                   "x.astype(...) or torch's x.to(...))");
+    return mismatch("wrong dtype",
+                    " (inputs are not converted: convert the data first, e.g. with numpy's "
+                    "x.astype(...) or torch's x.to(...))");
   }
   if (static_cast<size_t>(input.dim()) != want.sizes.size()) return mismatch("wrong number of dimensions");
   for (size_t d = 0; d < want.sizes.size(); ++d) {
@@ -555,8 +577,8 @@ Status MethodState::set_input(size_t index, const Tensor& input) {
   KILN_CHECK_OR_RETURN(input.data() != nullptr || input.numel() == 0, InvalidInput,
                        "method '%s' input %zu ('%s') has no data", spec.name.c_str(), index, want.name.c_str());
   KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(input.data()) % element_size(input.dtype()) == 0, InvalidInput,
-                       "method '%s' input %zu ('%s') is not aligned to its %zu-byte element size",
-                       spec.name.c_str(), index, want.name.c_str(), element_size(input.dtype()));
+                       "method '%s' input %zu ('%s') is not aligned to its %zu-byte element size", spec.name.c_str(),
+                       index, want.name.c_str(), element_size(input.dtype()));
   inputs[index]->reset(input.data(), input.sizes(), input.dtype(), input.nbytes());
   input_bound[index] = true;
   return Status::ok();
@@ -624,8 +646,8 @@ Status MethodState::execute(Profile* profile) {
 
 Status MethodState::execute_steps(Profile* profile) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set",
-                         spec.name.c_str(), i, spec.inputs[i].name.c_str());
+    KILN_CHECK_OR_RETURN(input_bound[i], InvalidInput, "method '%s' input %zu ('%s') was not set", spec.name.c_str(), i,
+                         spec.inputs[i].name.c_str());
   }
   if (profile != nullptr) {
     if (profile->calls.empty()) {
@@ -666,15 +688,9 @@ Status MethodState::execute_steps(Profile* profile) {
     }
     Status st;
     switch (step.kind) {
-      case Step::Kind::IntOp:
-        st = run_int_op(step);
-        break;
-      case Step::Kind::Kernel:
-        st = step.kernel->run(step.ctx, in, out);
-        break;
-      case Step::Kind::Backend:
-        st = step.backend->def.execute(step.backend_handle, in, out);
-        break;
+      case Step::Kind::IntOp: st = run_int_op(step); break;
+      case Step::Kind::Kernel: st = step.kernel->run(step.ctx, in, out); break;
+      case Step::Kind::Backend: st = step.backend->def.execute(step.backend_handle, in, out); break;
       case Step::Kind::Move:
         // verify_program: same dtype and dst capacity >= src's declared bytes; a
         // state destination has src's declared sizes, which src must still have.
@@ -693,8 +709,8 @@ Status MethodState::execute_steps(Profile* profile) {
       profile->calls.back().end_ns = record->end_ns;  // a call that fails ends here
     }
     if (!st.is_ok()) {
-      return std::move(st).with_context(format("method '%s', instruction %zu (%s)", spec.name.c_str(), i,
-                                               step.name.c_str()));
+      return std::move(st).with_context(
+          format("method '%s', instruction %zu (%s)", spec.name.c_str(), i, step.name.c_str()));
     }
   }
   if (recorder) profile->calls.back().end_ns = now_ns();

@@ -75,14 +75,17 @@ struct MethodState {
   const schema::Method* method = nullptr;
   MethodSpec spec;
 
-  struct Arena { void* data = nullptr; size_t size = 0; };
+  struct Arena {
+    void* data = nullptr;
+    size_t size = 0;
+  };
   std::vector<Arena> arenas;
   // Kernel scratch: one block per call (the largest any step asked for) and one
   // per pool worker, shared by all steps since they run one after another.
   Arena scratch;
-  size_t call_scratch_bytes = 0;    // 64-byte multiple
-  size_t worker_scratch_stride = 0; // 64-byte multiple
-  int scratch_workers = 0;          // pool size the scratch was planned for
+  size_t call_scratch_bytes = 0;     // 64-byte multiple
+  size_t worker_scratch_stride = 0;  // 64-byte multiple
+  int scratch_workers = 0;           // pool size the scratch was planned for
   std::vector<InstructionInfo> infos;
   // Stable storage: sized once at load, so pointers into them never move.
   std::vector<Tensor> tensors;
@@ -96,9 +99,9 @@ struct MethodState {
   std::vector<const Tensor*> outputs;
   // Storage of the IntValueLists (what kernels see as IntList) and where their items come from.
   std::vector<int64_t> list_ints;
-  std::vector<IntRef> int_refs;       // one per list item, grouped by list
-  std::vector<IntRange> step_lists;   // the lists each step reads (Step::lists_begin)
-  std::vector<IntRange> list_refs;    // by value index: an IntValueList's range in int_refs
+  std::vector<IntRef> int_refs;      // one per list item, grouped by list
+  std::vector<IntRange> step_lists;  // the lists each step reads (Step::lists_begin)
+  std::vector<IntRange> list_refs;   // by value index: an IntValueList's range in int_refs
   // State tensors and the bytes they start from (a constant segment).
   struct StateInit {
     Tensor* tensor;

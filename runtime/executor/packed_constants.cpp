@@ -20,9 +20,8 @@ uint64_t PackedConstantCache::total_bytes() const {
 }
 
 Result<const void*> PackedConstantCache::get_or_pack(const Tensor& source, const char* layout, size_t bytes,
-                                                     PackFn pack, const void* arg, uint64_t limit,
-                                                     uint64_t other_bytes, const ProgramBytes* file,
-                                                     uint64_t* created) {
+                                                     PackFn pack, const void* arg, uint64_t limit, uint64_t other_bytes,
+                                                     const ProgramBytes* file, uint64_t* created) {
   *created = 0;
   KILN_CHECK_OR_RETURN(source.is_constant() && source.data() != nullptr, InvalidArgument,
                        "packed_constant: the source %s is not a constant of the program", describe(source).c_str());

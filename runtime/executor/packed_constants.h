@@ -28,9 +28,8 @@ class PackedConstantCache {
   // allocated (0 when they existed). `limit` bounds total_bytes() plus
   // `other_bytes` (the calling method's own planned memory). When `file` is
   // given, the source's pages of that mapped file are released after packing.
-  Result<const void*> get_or_pack(const Tensor& source, const char* layout, size_t bytes, PackFn pack,
-                                  const void* arg, uint64_t limit, uint64_t other_bytes, const ProgramBytes* file,
-                                  uint64_t* created);
+  Result<const void*> get_or_pack(const Tensor& source, const char* layout, size_t bytes, PackFn pack, const void* arg,
+                                  uint64_t limit, uint64_t other_bytes, const ProgramBytes* file, uint64_t* created);
 
  private:
   struct Entry {
@@ -48,8 +47,8 @@ class PackedConstantCache {
 // What KernelContext::services points at while a method's kernels are prepared.
 struct KernelServices {
   PackedConstantCache* cache = nullptr;
-  uint64_t memory_limit = 0;            // LoadOptions::max_memory_bytes
-  const ProgramBytes* file = nullptr;   // the program's bytes (pages released after packing), or null
+  uint64_t memory_limit = 0;           // LoadOptions::max_memory_bytes
+  const ProgramBytes* file = nullptr;  // the program's bytes (pages released after packing), or null
   // The method's arenas and scratch so far (for the memory limit).
   uint64_t method_bytes = 0;
   // Packed bytes created by the instruction being prepared.

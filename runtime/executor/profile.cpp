@@ -34,9 +34,7 @@ std::string basename(const std::string& path) {
 std::string served_by(const InstructionInfo& info) {
   if (info.kind != "kernel" && info.kind != "backend") return "runtime";
   const char* tier = kernel_tier_name(info.tier);
-  std::string what = info.kind == "backend" ? "backend"
-                     : tier != nullptr          ? tier
-                                                : "tier " + std::to_string(info.tier);
+  std::string what = info.kind == "backend" ? "backend" : tier != nullptr ? tier : "tier " + std::to_string(info.tier);
   if (basename(info.library) != basename(runtime_library_path())) what += " (" + basename(info.library) + ")";
   return what;
 }
@@ -130,9 +128,9 @@ std::string Profile::table(size_t top) const {
       continue;
     }
     out += format("%12s %6.1f%% %6.0f  %-*s  %-*s  %s\n", ms(static_cast<double>(row.ns) / n).c_str(),
-                  total > 0 ? 100.0 * static_cast<double>(row.ns) / n / total : 0.0,
-                  static_cast<double>(row.count) / n, static_cast<int>(op_width), row.op.c_str(),
-                  static_cast<int>(kernel_width), row.kernel.c_str(), shapes_text(*row.costliest).c_str());
+                  total > 0 ? 100.0 * static_cast<double>(row.ns) / n / total : 0.0, static_cast<double>(row.count) / n,
+                  static_cast<int>(op_width), row.op.c_str(), static_cast<int>(kernel_width), row.kernel.c_str(),
+                  shapes_text(*row.costliest).c_str());
   }
   if (rest_ops > 0) {
     out += format("%12s %6.1f%% %6.0f  (%zu more operator%s)\n", ms(rest_ns / n).c_str(),
@@ -152,8 +150,9 @@ std::string Profile::chrome_trace() const {
   auto us = [&](uint64_t ns) { return format("%.3f", static_cast<double>(ns - origin) / 1e3); };
   auto dur = [](uint64_t a, uint64_t b) { return format("%.3f", static_cast<double>(b - a) / 1e3); };
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  out += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": " +
-         json("kiln method " + method) + "}}";
+  out +=
+      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": " + json("kiln method " + method) +
+      "}}";
   int threads = 1;
   for (const ProfiledChunk& c : chunks) threads = std::max(threads, c.thread + 1);
   for (int t = 0; t < threads; ++t) {
@@ -161,15 +160,16 @@ std::string Profile::chrome_trace() const {
            json(t == 0 ? "calling thread" : format("pool worker %d", t)) + "}}";
   }
   for (size_t i = 0; i < calls.size(); ++i) {
-    out += ",\n{\"name\": " + json(method) + ", \"cat\": \"call\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": " +
-           us(calls[i].start_ns) + ", \"dur\": " + dur(calls[i].start_ns, calls[i].end_ns) +
-           format(", \"args\": {\"call\": %zu}}", i);
+    out += ",\n{\"name\": " + json(method) +
+           ", \"cat\": \"call\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": " + us(calls[i].start_ns) +
+           ", \"dur\": " + dur(calls[i].start_ns, calls[i].end_ns) + format(", \"args\": {\"call\": %zu}}", i);
   }
   for (const ProfiledInstruction& r : records) {
     const InstructionInfo& info = instructions.at(r.index);
     out += ",\n{\"name\": " + json(info.op) + ", \"cat\": " + json(info.kind) +
-           ", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": " + us(r.start_ns) + ", \"dur\": " +
-           dur(r.start_ns, r.end_ns) + format(", \"args\": {\"instruction\": %u, \"call\": %u, ", r.index, r.call) +
+           ", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": " + us(r.start_ns) +
+           ", \"dur\": " + dur(r.start_ns, r.end_ns) +
+           format(", \"args\": {\"instruction\": %u, \"call\": %u, ", r.index, r.call) +
            "\"kernel\": " + json(served_by(info)) + ", \"library\": " + json(info.library) +
            format(", \"tier\": %d, ", info.tier) + "\"shapes\": " + json(shapes_text(r)) + "}}";
   }

@@ -37,10 +37,10 @@ Status resolve_kernel_options(const LoadOptions& options, internal::ProgramData*
   const bool from_env = options.kernels.empty() && env_kernels != nullptr && env_kernels[0] != '\0';
   const std::string kernels = from_env ? env_kernels : options.kernels;
   const char* source = from_env ? "KILN_KERNELS" : "LoadOptions::kernels";
-  KILN_CHECK_OR_RETURN(kernels.empty() || kernels == kernel_tier_name(kTierOptimized) ||
-                           kernels == kernel_tier_name(kTierPortable),
-                       InvalidArgument, "%s is '%s'; expected '%s' or '%s'", source, kernels.c_str(),
-                       kernel_tier_name(kTierOptimized), kernel_tier_name(kTierPortable));
+  KILN_CHECK_OR_RETURN(
+      kernels.empty() || kernels == kernel_tier_name(kTierOptimized) || kernels == kernel_tier_name(kTierPortable),
+      InvalidArgument, "%s is '%s'; expected '%s' or '%s'", source, kernels.c_str(), kernel_tier_name(kTierOptimized),
+      kernel_tier_name(kTierPortable));
   data->reference_kernels = kernels == kernel_tier_name(kTierPortable);
 
   const char* env_isa = std::getenv("KILN_ISA");

@@ -25,15 +25,13 @@ uint64_t read_u64(const uint8_t* p) {
 }
 
 // [offset, offset + length) lies inside [0, size) without overflow.
-bool region_fits(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
+bool region_fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
 }  // namespace
 
 Result<FileHeader> parse_header(const uint8_t* data, size_t size) {
-  KILN_CHECK_OR_RETURN(size >= kHeaderSize, InvalidProgram,
-                       "file is %zu bytes, smaller than the %zu-byte header", size, kHeaderSize);
+  KILN_CHECK_OR_RETURN(size >= kHeaderSize, InvalidProgram, "file is %zu bytes, smaller than the %zu-byte header", size,
+                       kHeaderSize);
   KILN_CHECK_OR_RETURN(std::memcmp(data, kMagic, sizeof(kMagic)) == 0, InvalidProgram,
                        "not a kiln program (bad magic at offset 0)");
   FileHeader h;
@@ -45,10 +43,10 @@ Result<FileHeader> parse_header(const uint8_t* data, size_t size) {
   h.segments_size = read_u64(data + 40);
   h.file_size = read_u64(data + 48);
   KILN_CHECK_OR_RETURN(h.format_version == kFormatVersion, InvalidProgram,
-                       "format version %u is not supported (this runtime reads version %u)",
-                       h.format_version, kFormatVersion);
-  KILN_CHECK_OR_RETURN(header_size == kHeaderSize, InvalidProgram, "header size %u, expected %zu",
-                       header_size, kHeaderSize);
+                       "format version %u is not supported (this runtime reads version %u)", h.format_version,
+                       kFormatVersion);
+  KILN_CHECK_OR_RETURN(header_size == kHeaderSize, InvalidProgram, "header size %u, expected %zu", header_size,
+                       kHeaderSize);
   KILN_CHECK_OR_RETURN(h.file_size == size, InvalidProgram,
                        "header says the file is %llu bytes but it is %zu (truncated or padded?)",
                        static_cast<unsigned long long>(h.file_size), size);
@@ -59,14 +57,12 @@ Result<FileHeader> parse_header(const uint8_t* data, size_t size) {
                        static_cast<unsigned long long>(h.flatbuffer_size), size);
   // FlatBuffers addresses at most 2 GiB; larger claims are corrupt.
   KILN_CHECK_OR_RETURN(h.flatbuffer_size >= 8 && h.flatbuffer_size < (uint64_t{1} << 31), InvalidProgram,
-                       "program table size %llu is out of range",
-                       static_cast<unsigned long long>(h.flatbuffer_size));
-  KILN_CHECK_OR_RETURN(h.segments_offset % kSegmentAlignment == 0 &&
-                           h.segments_offset >= h.flatbuffer_offset + h.flatbuffer_size &&
-                           region_fits(h.segments_offset, h.segments_size, size),
-                       InvalidProgram, "segment area [%llu, +%llu) is misplaced in the %zu-byte file",
-                       static_cast<unsigned long long>(h.segments_offset),
-                       static_cast<unsigned long long>(h.segments_size), size);
+                       "program table size %llu is out of range", static_cast<unsigned long long>(h.flatbuffer_size));
+  KILN_CHECK_OR_RETURN(
+      h.segments_offset % kSegmentAlignment == 0 && h.segments_offset >= h.flatbuffer_offset + h.flatbuffer_size &&
+          region_fits(h.segments_offset, h.segments_size, size),
+      InvalidProgram, "segment area [%llu, +%llu) is misplaced in the %zu-byte file",
+      static_cast<unsigned long long>(h.segments_offset), static_cast<unsigned long long>(h.segments_size), size);
   return h;
 }
 
@@ -100,8 +96,8 @@ struct Fd {
 }  // namespace
 
 Result<std::unique_ptr<ProgramBytes>> ProgramBytes::open_file(const std::string& path, bool map_file) {
-  KILN_CHECK_OR_RETURN(path.find('\0') == std::string::npos, InvalidArgument,
-                       "the path '%s...' contains a NUL byte", path.c_str());
+  KILN_CHECK_OR_RETURN(path.find('\0') == std::string::npos, InvalidArgument, "the path '%s...' contains a NUL byte",
+                       path.c_str());
   // O_NONBLOCK: opening a FIFO must not wait for a writer before the type check
   // below refuses it. It changes nothing for the regular files read here.
   Fd f;

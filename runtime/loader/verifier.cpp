@@ -53,9 +53,7 @@ bool same_sizes(const flatbuffers::Vector<int64_t>* a, const flatbuffers::Vector
   return true;
 }
 
-bool range_fits(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
+bool range_fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
 // Strings reach messages, specs and Python: they must be valid UTF-8 without NULs.
 bool valid_utf8(const flatbuffers::String* s) {
@@ -80,9 +78,7 @@ struct MethodChecker {
   std::string where;  // "method 'forward'"
   size_t num_values = 0;
 
-  Status fail(const std::string& what) const {
-    return Status(Error::InvalidProgram, where + ": " + what);
-  }
+  Status fail(const std::string& what) const { return Status(Error::InvalidProgram, where + ": " + what); }
 
   const schema::Tensor* tensor_at(uint32_t index) const {
     const schema::Value* v = m.values()->Get(index);
@@ -128,26 +124,22 @@ struct MethodChecker {
       }
     }
     switch (t.storage()) {
-      case TensorStorage::Constant:
-        return check_segment_range(tw, t, nbytes, item);
-      case TensorStorage::Planned:
-        return check_arena_range(tw, t, nbytes, item);
+      case TensorStorage::Constant: return check_segment_range(tw, t, nbytes, item);
+      case TensorStorage::Planned: return check_arena_range(tw, t, nbytes, item);
       case TensorStorage::State:
         // Lives in an arena; starts as (and resets to) bytes of a segment.
         KILN_RETURN_IF_ERROR(check_segment_range(tw, t, nbytes, item));
         return check_arena_range(tw, t, nbytes, item);
-      case TensorStorage::Bound:
-        return Status::ok();
-      default:
-        return fail(tw + format(" has unknown storage kind %d", static_cast<int>(t.storage())));
+      case TensorStorage::Bound: return Status::ok();
+      default: return fail(tw + format(" has unknown storage kind %d", static_cast<int>(t.storage())));
     }
   }
 
   Status check_segment_range(const std::string& tw, const schema::Tensor& t, uint64_t nbytes, size_t item) const {
     const auto* segments = data.program->segments();
     if (segments == nullptr || t.segment() >= segments->size()) {
-      return fail(tw + format(" uses constant segment %u, the program has %u", t.segment(),
-                              segments ? segments->size() : 0));
+      return fail(
+          tw + format(" uses constant segment %u, the program has %u", t.segment(), segments ? segments->size() : 0));
     }
     uint64_t seg_size = segments->Get(t.segment())->size();
     if (!range_fits(t.segment_offset(), nbytes, seg_size)) {
@@ -195,8 +187,7 @@ struct MethodChecker {
       case ValueKind::None:
       case ValueKind::Int:
       case ValueKind::Double:
-      case ValueKind::Bool:
-        return Status::ok();
+      case ValueKind::Bool: return Status::ok();
       case ValueKind::IntList:
         if (!aligned_vector(v->value_as_IntList()->items())) return fail(vw + " is a misaligned int list");
         return Status::ok();
@@ -218,8 +209,7 @@ struct MethodChecker {
           return fail(vw + " is a string without valid UTF-8 text");
         }
         return Status::ok();
-      case ValueKind::Tensor:
-        return check_tensor(index, *v->value_as_Tensor());
+      case ValueKind::Tensor: return check_tensor(index, *v->value_as_Tensor());
       case ValueKind::IntValueList: {
         const auto* items = v->value_as_IntValueList()->items();
         if (items == nullptr) return Status::ok();
@@ -241,8 +231,7 @@ struct MethodChecker {
         }
         return Status::ok();
       }
-      default:
-        return fail(vw + format(" has unknown kind %d", static_cast<int>(v->value_type())));
+      default: return fail(vw + format(" has unknown kind %d", static_cast<int>(v->value_type())));
     }
   }
 
@@ -309,8 +298,7 @@ struct MethodChecker {
         case schema::InstructionKind::IntOp:
           KILN_RETURN_IF_ERROR(check_int_op(iw, *ins->instruction_as_IntOp()));
           break;
-        default:
-          return fail(iw + " has an unknown kind");
+        default: return fail(iw + " has an unknown kind");
       }
     }
     return Status::ok();
@@ -325,12 +313,14 @@ struct MethodChecker {
     }
     for (flatbuffers::uoffset_t k = 0; k < arity; ++k) {
       uint32_t in = op.inputs()->Get(k);
-      bool ok = (op.kind() == K::SizeOf && k == 0)    ? (in < num_values && tensor_at(in) != nullptr)
-                : (op.kind() == K::CheckEqual && k == 2) ? (in < num_values && m.values()->Get(in)->value_type() == ValueKind::String)
-                                                         : is_int_value(in);
+      bool ok = (op.kind() == K::SizeOf && k == 0) ? (in < num_values && tensor_at(in) != nullptr)
+                : (op.kind() == K::CheckEqual && k == 2)
+                    ? (in < num_values && m.values()->Get(in)->value_type() == ValueKind::String)
+                    : is_int_value(in);
       if (!ok) return fail(iw + format(" is an int op whose input %u (value %u) has the wrong kind", k, in));
     }
-    if (!is_int_value(op.output())) return fail(iw + format(" is an int op writing value %u, which is not an int", op.output()));
+    if (!is_int_value(op.output()))
+      return fail(iw + format(" is an int op writing value %u, which is not an int", op.output()));
     return Status::ok();
   }
 
@@ -341,10 +331,9 @@ struct MethodChecker {
     uint64_t total = 0;
     for (uint64_t a : *arenas) {
       if (a > data.options.max_memory_bytes || total > data.options.max_memory_bytes - a) {
-        return Status(Error::OutOfMemory,
-                      where + format(": planned memory exceeds the limit of %llu bytes "
-                                     "(LoadOptions::max_memory_bytes)",
-                                     (unsigned long long)data.options.max_memory_bytes));
+        return Status(Error::OutOfMemory, where + format(": planned memory exceeds the limit of %llu bytes "
+                                                         "(LoadOptions::max_memory_bytes)",
+                                                         (unsigned long long)data.options.max_memory_bytes));
       }
       total += a;
     }
@@ -374,10 +363,12 @@ struct MethodChecker {
         if (d->backend() == nullptr || !valid_utf8(d->backend())) {
           return fail("has a delegate whose backend name is missing or not UTF-8");
         }
-        if (d->segment() >= num_segments) return fail(format("has a delegate in segment %u of %zu", d->segment(), num_segments));
+        if (d->segment() >= num_segments)
+          return fail(format("has a delegate in segment %u of %zu", d->segment(), num_segments));
         if (d->compile_specs() != nullptr) {
           for (const auto* spec : *d->compile_specs()) {
-            if (spec->key() == nullptr || !valid_utf8(spec->key())) return fail("has a compile spec without a valid key");
+            if (spec->key() == nullptr || !valid_utf8(spec->key()))
+              return fail("has a compile spec without a valid key");
           }
         }
       }
@@ -426,7 +417,8 @@ struct MethodChecker {
     }
     for (size_t i = 0; i < num_outputs; ++i) {
       uint32_t index = m.outputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
-      if (index >= num_values || tensor_at(index) == nullptr) return fail(format("output %zu is not a tensor value", i));
+      if (index >= num_values || tensor_at(index) == nullptr)
+        return fail(format("output %zu is not a tensor value", i));
       spec.outputs.push_back(make_spec(index, m.output_names(), i, "output_"));
     }
     size_t num_state = m.state() ? m.state()->size() : 0;
@@ -468,13 +460,13 @@ Status verify_metadata(const schema::Program& program) {
   std::set<std::string> keys;
   for (flatbuffers::uoffset_t i = 0; i < entries->size(); ++i) {
     const schema::Metadata* e = entries->Get(i);
-    KILN_CHECK_OR_RETURN(e->key() != nullptr && e->key()->size() > 0, InvalidProgram,
-                         "metadata entry %u has no key", i);
+    KILN_CHECK_OR_RETURN(e->key() != nullptr && e->key()->size() > 0, InvalidProgram, "metadata entry %u has no key",
+                         i);
     KILN_CHECK_OR_RETURN(e->key()->size() <= kMaxMetadataKeyBytes && valid_utf8(e->key()), InvalidProgram,
                          "metadata entry %u: the key is longer than %zu bytes or not valid UTF-8", i,
                          kMaxMetadataKeyBytes);
-    KILN_CHECK_OR_RETURN(keys.insert(e->key()->str()).second, InvalidProgram,
-                         "metadata key '%s' appears twice", e->key()->c_str());
+    KILN_CHECK_OR_RETURN(keys.insert(e->key()->str()).second, InvalidProgram, "metadata key '%s' appears twice",
+                         e->key()->c_str());
   }
   return Status::ok();
 }

@@ -24,11 +24,9 @@ std::map<void*, LoadedLibrary>& loaded_libraries() {
   return *libs;
 }
 
-
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa, sb;
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 const std::string& record_library(const internal::RegistrationRecord& rec) {
@@ -97,11 +95,9 @@ Result<LibraryInfo> load_library(const std::string& path) {
   // (its accepted registrations point into it), so it stays loaded either way.
   Status status;
   if (!first_failure.is_ok()) {
-    status = Status(first_failure.code(),
-                    format("loading '%s': %s", path.c_str(), first_failure.message().c_str()));
+    status = Status(first_failure.code(), format("loading '%s': %s", path.c_str(), first_failure.message().c_str()));
   } else if (info.kernels.empty() && info.backends.empty()) {
-    status = Status(Error::InvalidArgument,
-                    format("library '%s' registered no kernel and no backend", path.c_str()));
+    status = Status(Error::InvalidArgument, format("library '%s' registered no kernel and no backend", path.c_str()));
   }
   loaded_libraries().emplace(handle, LoadedLibrary{info, status});
   if (!status.is_ok()) return status;

@@ -67,8 +67,8 @@ Status parse_signatures(const char* spec, std::vector<std::string>* out) {
 
 Status abi_check(uint32_t abi, const std::string& what, const std::string& library) {
   KILN_CHECK_OR_RETURN(abi == KILN_ABI_VERSION, AbiMismatch,
-                       "%s from %s was built for kiln ABI %u, this runtime is ABI %d", what.c_str(),
-                       library.c_str(), abi, KILN_ABI_VERSION);
+                       "%s from %s was built for kiln ABI %u, this runtime is ABI %d", what.c_str(), library.c_str(),
+                       abi, KILN_ABI_VERSION);
   return Status::ok();
 }
 
@@ -141,7 +141,8 @@ Status register_kernel(const KernelDef& def) noexcept {
   Status status = internal::abi_check(def.abi_version, what, library);
   std::vector<std::string> sigs;
   if (status.is_ok() && (op.empty() || def.dtypes == nullptr || def.run == nullptr)) {
-    status = Status(Error::InvalidArgument, what + " from " + library + " lacks an operator name, dtypes or run function");
+    status =
+        Status(Error::InvalidArgument, what + " from " + library + " lacks an operator name, dtypes or run function");
   }
   if (status.is_ok() && def.tier < kTierPortable) {
     status = Status(Error::InvalidArgument, what + " from " + library + " has a negative tier");
@@ -166,8 +167,8 @@ Status register_kernel(const KernelDef& def) noexcept {
     }
   }
   if (!status.is_ok()) {
-    internal::RegistrationRecord rec{true, {op, def.dtypes ? def.dtypes : "", library, def.tier}, {}, false,
-                                     {what, library, status}};
+    internal::RegistrationRecord rec{
+        true, {op, def.dtypes ? def.dtypes : "", library, def.tier}, {}, false, {what, library, status}};
     r.log.push_back(rec);
     return status;
   }
@@ -196,10 +197,10 @@ Status register_backend(const BackendDef& def) noexcept {
   if (status.is_ok()) {
     auto it = r.backend_index.find(name);
     if (it != r.backend_index.end()) {
-      status = Status(Error::RegistrationConflict,
-                      format("backend '%s' from %s collides with the one registered by %s; "
-                             "the first registration is kept",
-                             name.c_str(), library.c_str(), it->second->library.c_str()));
+      status =
+          Status(Error::RegistrationConflict, format("backend '%s' from %s collides with the one registered by %s; "
+                                                     "the first registration is kept",
+                                                     name.c_str(), library.c_str(), it->second->library.c_str()));
     }
   }
   if (!status.is_ok()) {

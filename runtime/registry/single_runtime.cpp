@@ -27,7 +27,7 @@ struct RuntimeNote {
   uint32_t name_size;
   uint32_t desc_size;
   uint32_t type;
-  char name[8];   // "kiln\0" padded to 4-byte multiple
+  char name[8];  // "kiln\0" padded to 4-byte multiple
   uint32_t abi_version;
 };
 
@@ -51,7 +51,7 @@ bool notes_have_runtime(const char* p, const char* end) {
 
 bool has_runtime_note(const dl_phdr_info* info) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const ElfW(Phdr) & ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_NOTE) continue;
     const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
     if (notes_have_runtime(p, p + ph.p_memsz)) return true;
@@ -76,8 +76,7 @@ bool file_carries_runtime(const std::string& path) {
   bool found = false;
   ElfW(Ehdr) eh;
   if (std::fread(&eh, sizeof(eh), 1, f) == 1 && std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-      eh.e_ident[EI_CLASS] == (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) &&
-      eh.e_phentsize == sizeof(ElfW(Phdr))) {
+      eh.e_ident[EI_CLASS] == (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) && eh.e_phentsize == sizeof(ElfW(Phdr))) {
     for (unsigned i = 0; i < eh.e_phnum && !found; ++i) {
       ElfW(Phdr) ph;
       if (std::fseek(f, static_cast<long>(eh.e_phoff + i * sizeof(ph)), SEEK_SET) != 0 ||

@@ -66,10 +66,14 @@ int main(int argc, char** argv) {
   std::string trace_path;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--method" && i + 1 < argc) method_name = argv[++i];
-    else if (arg == "--input" && i + 1 < argc) input_files.push_back(argv[++i]);
-    else if (arg == "--fill" && i + 1 < argc) fill_value = std::atof(argv[++i]);
-    else if (arg == "--calls" && i + 1 < argc) calls = std::atoi(argv[++i]);
+    if (arg == "--method" && i + 1 < argc)
+      method_name = argv[++i];
+    else if (arg == "--input" && i + 1 < argc)
+      input_files.push_back(argv[++i]);
+    else if (arg == "--fill" && i + 1 < argc)
+      fill_value = std::atof(argv[++i]);
+    else if (arg == "--calls" && i + 1 < argc)
+      calls = std::atoi(argv[++i]);
     else if (arg == "--sizes" && i + 1 < argc) {
       std::vector<int64_t> sizes;
       for (char* p = argv[++i]; *p != '\0';) {
@@ -77,9 +81,10 @@ int main(int argc, char** argv) {
         if (*p == ',') ++p;
       }
       input_sizes.push_back(sizes);
-    }
-    else if (arg == "--all") print_all = true;
-    else if (arg == "--profile" && i + 1 < argc) trace_path = argv[++i];
+    } else if (arg == "--all")
+      print_all = true;
+    else if (arg == "--profile" && i + 1 < argc)
+      trace_path = argv[++i];
     else {
       std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -126,9 +131,12 @@ int main(int argc, char** argv) {
       }
     } else {
       buffers[i].resize(nbytes);
-      if (s.dtype == kiln::ScalarType::Float32) fill<float>(buffers[i], fill_value);
-      else if (s.dtype == kiln::ScalarType::Int64) fill<int64_t>(buffers[i], fill_value);
-      else if (s.dtype == kiln::ScalarType::Float64) fill<double>(buffers[i], fill_value);
+      if (s.dtype == kiln::ScalarType::Float32)
+        fill<float>(buffers[i], fill_value);
+      else if (s.dtype == kiln::ScalarType::Int64)
+        fill<int64_t>(buffers[i], fill_value);
+      else if (s.dtype == kiln::ScalarType::Float64)
+        fill<double>(buffers[i], fill_value);
     }
     inputs.push_back(kiln::Tensor::view(buffers[i].data(), sizes, s.dtype));
   }

@@ -16,8 +16,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.kiln [--prompt TEXT] [--chat] [--max-new-tokens N] [--temperature T] "
-                         "[--top-k K] [--top-p P] [--seed S] [--cancel-after N]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL.kiln [--prompt TEXT] [--chat] [--max-new-tokens N] [--temperature T] "
+                 "[--top-k K] [--top-p P] [--seed S] [--cancel-after N]\n",
+                 argv[0]);
     return 2;
   }
   std::string prompt = "The capital of France is";
@@ -28,17 +30,33 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (a == "--chat") { chat = true; continue; }
-    if (value == nullptr) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
+    if (a == "--chat") {
+      chat = true;
+      continue;
+    }
+    if (value == nullptr) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return 2;
+    }
     ++i;
-    if (a == "--prompt") prompt = value;
-    else if (a == "--max-new-tokens") options.max_new_tokens = std::atoi(value);
-    else if (a == "--temperature") options.sampling.temperature = std::strtof(value, nullptr);
-    else if (a == "--top-k") options.sampling.top_k = std::atoi(value);
-    else if (a == "--top-p") options.sampling.top_p = std::strtof(value, nullptr);
-    else if (a == "--seed") options.sampling.seed = std::atoll(value);
-    else if (a == "--cancel-after") cancel_after = std::atoi(value);
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    if (a == "--prompt")
+      prompt = value;
+    else if (a == "--max-new-tokens")
+      options.max_new_tokens = std::atoi(value);
+    else if (a == "--temperature")
+      options.sampling.temperature = std::strtof(value, nullptr);
+    else if (a == "--top-k")
+      options.sampling.top_k = std::atoi(value);
+    else if (a == "--top-p")
+      options.sampling.top_p = std::strtof(value, nullptr);
+    else if (a == "--seed")
+      options.sampling.seed = std::atoll(value);
+    else if (a == "--cancel-after")
+      cancel_after = std::atoi(value);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
   }
 
   auto runner = kiln::llm::Runner::load(argv[1]);
@@ -67,7 +85,7 @@ int main(int argc, char** argv) {
   const kiln::llm::GenerationStats& s = runner->stats();
   std::fprintf(stderr, "prompt %d tokens, generated %d, finish %s\n", s.prompt_tokens, s.generated_tokens,
                s.finish_reason.c_str());
-  std::fprintf(stderr, "prefill %.1f tok/s\ndecode %.1f tok/s\ntime to first token %.1f ms\n",
-               s.prefill_tokens_per_s, s.decode_tokens_per_s, s.time_to_first_token_ms);
+  std::fprintf(stderr, "prefill %.1f tok/s\ndecode %.1f tok/s\ntime to first token %.1f ms\n", s.prefill_tokens_per_s,
+               s.decode_tokens_per_s, s.time_to_first_token_ms);
   return 0;
 }

@@ -8,7 +8,8 @@ Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view jinja) {
     // The system message a ChatML template inserts when the conversation has
     // none (SmolLM2: '<|im_start|>system\nYou are ...<|im_end|>\n'), when it is literal text.
     std::string system;
-    for (std::string_view header : {std::string_view("<|im_start|>system\n"), std::string_view("<|im_start|>system\\n")}) {
+    for (std::string_view header :
+         {std::string_view("<|im_start|>system\n"), std::string_view("<|im_start|>system\\n")}) {
       size_t at = jinja.find(header);
       if (at == std::string_view::npos) continue;
       size_t begin = at + header.size();
@@ -24,7 +25,7 @@ Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view jinja) {
   }
   return Status(Error::NotSupported,
                 kiln::format("the chat template is not one kiln knows (supported: ChatML); it starts with \"%.60s\"",
-                       std::string(jinja.substr(0, 60)).c_str()));
+                             std::string(jinja.substr(0, 60)).c_str()));
 }
 
 ChatTemplate ChatTemplate::chatml(std::string default_system) {

@@ -48,8 +48,8 @@ Result<std::string> InputFile::read_all() const {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Status(Error::IoError, format("cannot read '%s': %s", path_.c_str(), std::strerror(errno)));
     if (r == 0) {
-      return Status(Error::IoError, format("'%s' shrank from %zu to %zu bytes while being read", path_.c_str(), size_,
-                                           done));
+      return Status(Error::IoError,
+                    format("'%s' shrank from %zu to %zu bytes while being read", path_.c_str(), size_, done));
     }
     done += static_cast<size_t>(r);
   }

@@ -41,11 +41,11 @@ struct GgmlTypeInfo {
   uint32_t bytes;
 };
 constexpr GgmlTypeInfo kGgmlTypes[] = {
-    {0, "F32", 1, 4},      {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},   {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},   {7, "Q5_1", 32, 24},    {8, "Q8_0", 32, 34},   {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84}, {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},     {25, "I16", 1, 2},
-    {26, "I32", 1, 4},     {27, "I64", 1, 8},      {28, "F64", 1, 8},     {30, "BF16", 1, 2},
+    {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},
+    {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},    {8, "Q8_0", 32, 34},    {9, "Q8_1", 32, 36},
+    {10, "Q2_K", 256, 84},  {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
+    {26, "I32", 1, 4},      {27, "I64", 1, 8},      {28, "F64", 1, 8},      {30, "BF16", 1, 2},
 };
 
 const GgmlTypeInfo* ggml_type_info(uint32_t type) {
@@ -90,18 +90,35 @@ struct Reader {
 
   static size_t scalar_size(GgufType t) {
     switch (t) {
-      case GgufType::UInt8: case GgufType::Int8: case GgufType::Bool: return 1;
-      case GgufType::UInt16: case GgufType::Int16: return 2;
-      case GgufType::UInt32: case GgufType::Int32: case GgufType::Float32: return 4;
-      case GgufType::UInt64: case GgufType::Int64: case GgufType::Float64: return 8;
+      case GgufType::UInt8:
+      case GgufType::Int8:
+      case GgufType::Bool: return 1;
+      case GgufType::UInt16:
+      case GgufType::Int16: return 2;
+      case GgufType::UInt32:
+      case GgufType::Int32:
+      case GgufType::Float32: return 4;
+      case GgufType::UInt64:
+      case GgufType::Int64:
+      case GgufType::Float64: return 8;
       default: return 0;
     }
   }
 
   Status read_scalar(GgufType t, int64_t* i, double* f, const char* what) {
     switch (t) {
-      case GgufType::UInt8: { uint8_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
-      case GgufType::Int8: { int8_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
+      case GgufType::UInt8: {
+        uint8_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
+      case GgufType::Int8: {
+        int8_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
       case GgufType::Bool: {
         uint8_t v;
         KILN_RETURN_IF_ERROR(read(&v, what));
@@ -109,11 +126,36 @@ struct Reader {
         *i = v;
         return Status::ok();
       }
-      case GgufType::UInt16: { uint16_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
-      case GgufType::Int16: { int16_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
-      case GgufType::UInt32: { uint32_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
-      case GgufType::Int32: { int32_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
-      case GgufType::Int64: { int64_t v; KILN_RETURN_IF_ERROR(read(&v, what)); *i = v; return Status::ok(); }
+      case GgufType::UInt16: {
+        uint16_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
+      case GgufType::Int16: {
+        int16_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
+      case GgufType::UInt32: {
+        uint32_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
+      case GgufType::Int32: {
+        int32_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
+      case GgufType::Int64: {
+        int64_t v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *i = v;
+        return Status::ok();
+      }
       case GgufType::UInt64: {
         uint64_t v;
         KILN_RETURN_IF_ERROR(read(&v, what));
@@ -123,12 +165,22 @@ struct Reader {
         *i = static_cast<int64_t>(v);
         return Status::ok();
       }
-      case GgufType::Float32: { float v; KILN_RETURN_IF_ERROR(read(&v, what)); *f = v; return Status::ok(); }
-      case GgufType::Float64: { double v; KILN_RETURN_IF_ERROR(read(&v, what)); *f = v; return Status::ok(); }
+      case GgufType::Float32: {
+        float v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *f = v;
+        return Status::ok();
+      }
+      case GgufType::Float64: {
+        double v;
+        KILN_RETURN_IF_ERROR(read(&v, what));
+        *f = v;
+        return Status::ok();
+      }
       default: break;
     }
-    return Status(Error::InvalidProgram, format("'%s': %s has unknown type %u", path.c_str(), what,
-                                                static_cast<unsigned>(t)));
+    return Status(Error::InvalidProgram,
+                  format("'%s': %s has unknown type %u", path.c_str(), what, static_cast<unsigned>(t)));
   }
 
   Status read_value(GgufType type, GgufValue* out, const char* what, int depth) {
@@ -145,10 +197,10 @@ struct Reader {
     out->array_size = n;
     // Every item takes at least one byte (8 for a string's length): a count the
     // rest of the file cannot hold is refused before anything is reserved.
-    size_t item_min = out->array_type == GgufType::String || out->array_type == GgufType::Array
-                          ? 8 : scalar_size(out->array_type);
-    KILN_CHECK_OR_RETURN(item_min > 0, InvalidProgram, "'%s': %s is an array of unknown type %u", path.c_str(),
-                         what, item_type);
+    size_t item_min =
+        out->array_type == GgufType::String || out->array_type == GgufType::Array ? 8 : scalar_size(out->array_type);
+    KILN_CHECK_OR_RETURN(item_min > 0, InvalidProgram, "'%s': %s is an array of unknown type %u", path.c_str(), what,
+                         item_type);
     if (n > left() / item_min) return truncated(what);
     if (out->array_type == GgufType::String) {
       out->strings.resize(static_cast<size_t>(n));
@@ -220,8 +272,8 @@ Status GgufFile::parse(internal::GgufData& data) {
   internal::GgufData* d = &data;
   const std::string& path = d->path;
   Reader r{d->base, d->size, 0, d->path};
-  KILN_CHECK_OR_RETURN(std::memcmp(d->base, "GGUF", 4) == 0, InvalidProgram,
-                       "'%s' is not a GGUF file (bad magic)", path.c_str());
+  KILN_CHECK_OR_RETURN(std::memcmp(d->base, "GGUF", 4) == 0, InvalidProgram, "'%s' is not a GGUF file (bad magic)",
+                       path.c_str());
   r.pos = 4;
   KILN_RETURN_IF_ERROR(r.read(&d->version, "the version"));
   KILN_CHECK_OR_RETURN(d->version == 2 || d->version == 3, NotSupported,
@@ -263,8 +315,8 @@ Status GgufFile::parse(internal::GgufData& data) {
   names.reserve(static_cast<size_t>(n_tensors));
   for (auto& t : d->tensors) {
     KILN_RETURN_IF_ERROR(r.read_string(&t.name, "a tensor name"));
-    KILN_CHECK_OR_RETURN(names.insert(t.name).second, InvalidProgram, "'%s': tensor '%s' appears twice",
-                         path.c_str(), t.name.c_str());
+    KILN_CHECK_OR_RETURN(names.insert(t.name).second, InvalidProgram, "'%s': tensor '%s' appears twice", path.c_str(),
+                         t.name.c_str());
     uint32_t n_dims;
     KILN_RETURN_IF_ERROR(r.read(&n_dims, "a tensor's dimension count"));
     KILN_CHECK_OR_RETURN(n_dims >= 1 && n_dims <= kMaxDims, InvalidProgram,
@@ -280,8 +332,8 @@ Status GgufFile::parse(internal::GgufData& data) {
     }
     KILN_RETURN_IF_ERROR(r.read(&t.ggml_type, "a tensor type"));
     KILN_RETURN_IF_ERROR(r.read(&t.offset, "a tensor offset"));
-    KILN_CHECK_OR_RETURN(t.offset % alignment == 0, InvalidProgram, "'%s': tensor '%s' is misaligned",
-                         path.c_str(), t.name.c_str());
+    KILN_CHECK_OR_RETURN(t.offset % alignment == 0, InvalidProgram, "'%s': tensor '%s' is misaligned", path.c_str(),
+                         t.name.c_str());
     if (const GgmlTypeInfo* info = ggml_type_info(t.ggml_type)) {
       KILN_CHECK_OR_RETURN(t.dims[0] % info->block == 0, InvalidProgram,
                            "'%s': tensor '%s' of type %s has rows of %llu, not a multiple of its %u-element blocks",

@@ -56,10 +56,14 @@ struct JsonParser {
     for (int i = 0; i < 4; ++i) {
       char c = s[pos + i];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else return false;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return false;
     }
     pos += 4;
     *out = v;
@@ -128,8 +132,8 @@ struct JsonParser {
   Status number(Json* out) {
     size_t start = pos;
     if (pos < s.size() && s[pos] == '-') ++pos;
-    while (pos < s.size() && ((s[pos] >= '0' && s[pos] <= '9') || s[pos] == '.' || s[pos] == 'e' ||
-                              s[pos] == 'E' || s[pos] == '+' || s[pos] == '-')) {
+    while (pos < s.size() && ((s[pos] >= '0' && s[pos] <= '9') || s[pos] == '.' || s[pos] == 'e' || s[pos] == 'E' ||
+                              s[pos] == '+' || s[pos] == '-')) {
       ++pos;
     }
     if (pos == start || pos - start > 64) return fail("bad number");

@@ -31,7 +31,9 @@ class Json {
 
   bool b() const { return b_; }
   double num() const { return kind_ == Kind::Number ? u_.num : 0.0; }
-  std::string_view str() const { return kind_ == Kind::String ? std::string_view(u_.chars, span_) : std::string_view(); }
+  std::string_view str() const {
+    return kind_ == Kind::String ? std::string_view(u_.chars, span_) : std::string_view();
+  }
   // An integral number that fits int64 (false otherwise).
   bool as_int(int64_t* out) const;
   // Items of an array, members of an object (0 otherwise).

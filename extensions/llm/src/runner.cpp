@@ -24,9 +24,9 @@ struct RunnerState {
   ModelConfig config;
   Tokenizer tokenizer;
   std::optional<ChatTemplate> chat;
-  Status chat_error;            // why there is no chat template
+  Status chat_error;                   // why there is no chat template
   bool cache_positions_input = false;  // the method's third input: arange(L) of the cache slots in use
-  std::vector<int64_t> arange;  // 0 .. context_length - 1
+  std::vector<int64_t> arange;         // 0 .. context_length - 1
   std::vector<int64_t> tokens_buf;
   std::vector<int32_t> cached;  // tokens whose keys and values are in the cache, positions 0..
   GenerationStats stats;
@@ -49,15 +49,16 @@ struct RunnerState {
   GenerateOptions options;
   std::optional<Sampler> sampler;
   std::optional<StreamDecoder> decoder;
-  std::string held;             // text held back while it may be the start of a stop string
-  std::vector<int32_t> history; // prompt + generated: what the repetition penalty sees
+  std::string held;              // text held back while it may be the start of a stop string
+  std::vector<int32_t> history;  // prompt + generated: what the repetition penalty sees
   std::vector<int32_t> generated;
   std::vector<float> logits;
   int32_t next_token = -1;
-  int32_t decode_steps = 0;     // forward calls of one token
+  int32_t decode_steps = 0;  // forward calls of one token
   std::chrono::steady_clock::time_point started;
 
-  RunnerState(Program p, Method m, Tokenizer t) : program(std::move(p)), method(std::move(m)), tokenizer(std::move(t)) {}
+  RunnerState(Program p, Method m, Tokenizer t)
+      : program(std::move(p)), method(std::move(m)), tokenizer(std::move(t)) {}
 
   // Runs ids at positions [pos, pos + n) and leaves the last position's logits in `logits`.
   Status forward(const int32_t* ids, int32_t n, int32_t pos) {
@@ -65,8 +66,9 @@ struct RunnerState {
     int64_t tok_sizes[2] = {1, n};
     int64_t pos_sizes[1] = {n};
     int64_t cache_sizes[1] = {pos + n};
-    std::vector<Tensor> inputs = {Tensor::view(tokens_buf.data(), Span<const int64_t>(tok_sizes, 2), ScalarType::Int64),
-                                  Tensor::view(arange.data() + pos, Span<const int64_t>(pos_sizes, 1), ScalarType::Int64)};
+    std::vector<Tensor> inputs = {
+        Tensor::view(tokens_buf.data(), Span<const int64_t>(tok_sizes, 2), ScalarType::Int64),
+        Tensor::view(arange.data() + pos, Span<const int64_t>(pos_sizes, 1), ScalarType::Int64)};
     if (cache_positions_input) {
       inputs.push_back(Tensor::view(arange.data(), Span<const int64_t>(cache_sizes, 1), ScalarType::Int64));
     }
@@ -130,7 +132,8 @@ Result<ModelConfig> parse_config(const std::string& path, std::string_view text)
   if (const Json* v = j.get("stop_ids"); v && v->is_array()) {
     for (const Json& item : v->items()) {
       int64_t i;
-      if (!item.as_int(&i) || i < 0 || i >= c.vocab_size) return bad_program(path, "kiln.llm.config stop_ids are out of range");
+      if (!item.as_int(&i) || i < 0 || i >= c.vocab_size)
+        return bad_program(path, "kiln.llm.config stop_ids are out of range");
       c.stop_ids.push_back(static_cast<int32_t>(i));
     }
   }
@@ -144,20 +147,23 @@ Result<ModelConfig> parse_config(const std::string& path, std::string_view text)
 // The method must be forward(tokens i64[1, T], input_pos i64[T] [, cache_positions i64[L]]) -> logits f32[1, *, vocab].
 Status check_method(const std::string& path, const MethodSpec& spec, ModelConfig& config, bool* cache_positions) {
   auto fail = [&](const std::string& what) {
-    return bad_program(path, "method 'forward' does not have the LLM signature forward(tokens i64[1, T], "
-                             "input_pos i64[T] [, cache_positions i64[L]]) -> logits f32[1, T or 1, vocab]: " + what);
+    return bad_program(path,
+                       "method 'forward' does not have the LLM signature forward(tokens i64[1, T], "
+                       "input_pos i64[T] [, cache_positions i64[L]]) -> logits f32[1, T or 1, vocab]: " +
+                           what);
   };
   if (spec.inputs.size() != 2 && spec.inputs.size() != 3) return fail(format("it has %zu inputs", spec.inputs.size()));
   const TensorSpec& tokens = spec.inputs[0];
   const TensorSpec& pos = spec.inputs[1];
-  if (tokens.dtype != ScalarType::Int64 || tokens.sizes.size() != 2 || tokens.sizes[0] != 1 || pos.dtype != ScalarType::Int64 ||
-      pos.sizes.size() != 1 || pos.sizes[0] != tokens.sizes[1]) {
+  if (tokens.dtype != ScalarType::Int64 || tokens.sizes.size() != 2 || tokens.sizes[0] != 1 ||
+      pos.dtype != ScalarType::Int64 || pos.sizes.size() != 1 || pos.sizes[0] != tokens.sizes[1]) {
     return fail("inputs 0 and 1 are not tokens i64[1, T] and input_pos i64[T]");
   }
   const int64_t bound = tokens.sizes[1];
   // Prefill goes in chunks of min(bound, max_tokens_per_call) tokens: none would never end.
   if (bound < 1) return fail("the token dimension holds no token");
-  const bool dynamic = std::find(tokens.dynamic_dims.begin(), tokens.dynamic_dims.end(), 1) != tokens.dynamic_dims.end();
+  const bool dynamic =
+      std::find(tokens.dynamic_dims.begin(), tokens.dynamic_dims.end(), 1) != tokens.dynamic_dims.end();
   if (bound > 1 && (!dynamic || tokens.min_sizes[1] > 1)) return fail("the token dimension does not go down to 1");
   config.max_tokens_per_call = static_cast<int32_t>(std::min<int64_t>(bound, config.max_tokens_per_call));
   *cache_positions = spec.inputs.size() == 3;
@@ -206,8 +212,8 @@ Status check_context(const std::string& path, const MethodSpec& spec, const Mode
   if (table_bytes > options.max_memory_bytes) {
     return Status(Error::OutOfMemory,
                   format("'%s': kiln.llm.config 'context_length' %d needs %llu bytes of positions, more than "
-                         "max_memory_bytes (%llu)", path.c_str(), config.context_length,
-                         static_cast<unsigned long long>(table_bytes),
+                         "max_memory_bytes (%llu)",
+                         path.c_str(), config.context_length, static_cast<unsigned long long>(table_bytes),
                          static_cast<unsigned long long>(options.max_memory_bytes)));
   }
   return Status::ok();
@@ -253,7 +259,8 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
     auto bytes = program->metadata(key);
     if (!bytes.ok()) {
       return bad_program(path, format("it is not an LLM program: there is no '%s' metadata (make one with "
-                                      "`kiln llm export model.gguf -o model.kiln`)", key));
+                                      "`kiln llm export model.gguf -o model.kiln`)",
+                                      key));
     }
     return std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   };
@@ -263,7 +270,8 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
   if (!tokenizer_text.ok()) return tokenizer_text.status();
   auto spec = program->method_spec("forward");
   if (!spec.ok()) return bad_program(path, "it has no method 'forward'");
-  auto meta = internal::read_llm_metadata(path, config_text.value(), tokenizer_text.value(), spec.value(), options.load);
+  auto meta =
+      internal::read_llm_metadata(path, config_text.value(), tokenizer_text.value(), spec.value(), options.load);
   if (!meta.ok()) return meta.status();
   auto method = program->load_method("forward");
   if (!method.ok()) return method.status();
@@ -279,10 +287,13 @@ Result<Runner> Runner::load(const std::string& path, const RunnerOptions& option
   auto jinja = s->program.metadata(kChatTemplateKey);
   if (jinja.ok()) {
     auto chat = ChatTemplate::from_jinja(std::string_view(reinterpret_cast<const char*>(jinja->data()), jinja->size()));
-    if (chat.ok()) s->chat = std::move(chat).value();
-    else s->chat_error = chat.status();
+    if (chat.ok())
+      s->chat = std::move(chat).value();
+    else
+      s->chat_error = chat.status();
   } else {
-    s->chat_error = Status(Error::NotSupported, "'" + path + "' has no chat template (metadata kiln.llm.chat_template)");
+    s->chat_error =
+        Status(Error::NotSupported, "'" + path + "' has no chat template (metadata kiln.llm.chat_template)");
   }
   s->load_ms = ms_since(start);
   s->stats.load_ms = s->load_ms;
@@ -331,11 +342,13 @@ class CallTurn {
   Status status() const {
     if (entered_) return Status::ok();
     if (held_here(s_)) {
-      return Status(Error::Busy, "the LLM runner was called from inside its own call (a text callback): return "
-                                 "false from the callback, or call cancel(), to stop the generation");
+      return Status(Error::Busy,
+                    "the LLM runner was called from inside its own call (a text callback): return "
+                    "false from the callback, or call cancel(), to stop the generation");
     }
-    return Status(Error::Busy, "the LLM runner is in use by another thread: share a Runner by holding it "
-                               "(std::lock_guard<kiln::llm::Runner>) around each call, or load one per thread");
+    return Status(Error::Busy,
+                  "the LLM runner is in use by another thread: share a Runner by holding it "
+                  "(std::lock_guard<kiln::llm::Runner>) around each call, or load one per thread");
   }
 
  private:
@@ -416,7 +429,8 @@ Status Runner::begin_in_turn(std::vector<int32_t> prompt, const GenerateOptions&
   const int32_t n = static_cast<int32_t>(std::min<size_t>(prompt.size(), INT32_MAX));
   KILN_CHECK_OR_RETURN(prompt.size() < static_cast<size_t>(s.config.context_length), InvalidArgument,
                        "the prompt is %zu tokens but the model's context holds %d (export with a larger --context, "
-                       "or shorten the prompt)", prompt.size(), s.config.context_length);
+                       "or shorten the prompt)",
+                       prompt.size(), s.config.context_length);
 
   s.started = Clock::now();
   s.stats = GenerationStats();
@@ -471,7 +485,8 @@ Result<bool> Runner::next_in_turn(std::string* piece) {
     s.active = false;
     return true;
   };
-  if (s.cancel_requested.load(std::memory_order_relaxed) || (s.options.cancel != nullptr && s.options.cancel->load())) return finish("cancelled", true);
+  if (s.cancel_requested.load(std::memory_order_relaxed) || (s.options.cancel != nullptr && s.options.cancel->load()))
+    return finish("cancelled", true);
   const int32_t token = s.next_token;
   if (std::find(s.options.stop_tokens.begin(), s.options.stop_tokens.end(), token) != s.options.stop_tokens.end()) {
     return finish("stop_token", true);

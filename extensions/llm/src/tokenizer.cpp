@@ -29,21 +29,21 @@ struct PreStep {
 };
 
 struct TokenizerData {
-  std::vector<std::string> tokens;            // id -> vocabulary spelling
+  std::vector<std::string> tokens;  // id -> vocabulary spelling
   std::unordered_map<std::string, int32_t> ids;
-  std::vector<std::string> bytes;             // id -> bytes it decodes to
-  std::vector<uint8_t> special;               // id -> special added token
+  std::vector<std::string> bytes;  // id -> bytes it decodes to
+  std::vector<uint8_t> special;    // id -> special added token
   // (left id << 32 | right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
-  std::vector<std::pair<int32_t, int32_t>> merge_list;  // rank -> (left, right), for to_json
-  std::vector<AddedToken> added;              // in id order
+  std::vector<std::pair<int32_t, int32_t>> merge_list;    // rank -> (left, right), for to_json
+  std::vector<AddedToken> added;                          // in id order
   std::vector<std::vector<int32_t>> added_by_first_byte;  // indices into `added`, longest first
   std::vector<PreStep> pre;
   bool ignore_merges = false;
   int32_t unk_id = -1;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
-  std::string byte_char[256];                 // byte -> UTF-8 of its byte-level character
+  std::string byte_char[256];                       // byte -> UTF-8 of its byte-level character
   std::unordered_map<uint32_t, uint8_t> char_byte;  // byte-level code point -> byte
 };
 
@@ -120,9 +120,8 @@ Status finish(TokenizerData& d, const std::vector<std::pair<std::string, std::st
     d.added_by_first_byte[static_cast<unsigned char>(d.added[i].content[0])].push_back(static_cast<int32_t>(i));
   }
   for (auto& bucket : d.added_by_first_byte) {
-    std::stable_sort(bucket.begin(), bucket.end(), [&](int32_t x, int32_t y) {
-      return d.added[x].content.size() > d.added[y].content.size();
-    });
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [&](int32_t x, int32_t y) { return d.added[x].content.size() > d.added[y].content.size(); });
   }
   return Status::ok();
 }
@@ -315,7 +314,8 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
     }
   }
   KILN_RETURN_IF_ERROR(parse_pre(root.get("pre_tokenizer"), &d->pre));
-  bool byte_level = std::any_of(d->pre.begin(), d->pre.end(), [](const PreStep& s) { return s.kind == PreStep::ByteLevel; });
+  bool byte_level =
+      std::any_of(d->pre.begin(), d->pre.end(), [](const PreStep& s) { return s.kind == PreStep::ByteLevel; });
   KILN_CHECK_OR_RETURN(byte_level, NotSupported,
                        "tokenizer.json: no ByteLevel pre_tokenizer; kiln reads byte-level BPE tokenizers only");
   if (const Json* dec = root.get("decoder"); dec && !dec->is_null()) {
@@ -368,7 +368,8 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     d->pre = {{PreStep::ByteLevel, false, false, true}};
   } else {
     return Status(Error::NotSupported, format("'%s': tokenizer.ggml.pre '%s' is not supported (kiln reads 'smollm', "
-                                              "'gpt-2' and 'default')", path.c_str(), pre.c_str()));
+                                              "'gpt-2' and 'default')",
+                                              path.c_str(), pre.c_str()));
   }
   const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
   KILN_CHECK_OR_RETURN(tokens && tokens->type == GgufType::Array && tokens->array_type == GgufType::String &&
@@ -401,7 +402,8 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   auto id_of = [&](const char* key) -> int32_t {
     auto v = gguf.get_int(key);
     return v.ok() && v.value() >= 0 && v.value() < static_cast<int64_t>(d->tokens.size())
-               ? static_cast<int32_t>(v.value()) : -1;
+               ? static_cast<int32_t>(v.value())
+               : -1;
   };
   d->bos_id = id_of("tokenizer.ggml.bos_token_id");
   d->eos_id = id_of("tokenizer.ggml.eos_token_id");
@@ -463,8 +465,9 @@ void bpe(const TokenizerData& d, std::string_view word, std::vector<int32_t>* ou
     Sym& a = syms[c.pos];
     if (!a.alive || a.id != c.left_id || a.next < 0 || syms[a.next].id != c.right_id) continue;  // stale
     Sym& b = syms[a.next];
-    a.id = d.merges.at((static_cast<uint64_t>(static_cast<uint32_t>(c.left_id)) << 32) |
-                       static_cast<uint32_t>(c.right_id)).second;
+    a.id =
+        d.merges.at((static_cast<uint64_t>(static_cast<uint32_t>(c.left_id)) << 32) | static_cast<uint32_t>(c.right_id))
+            .second;
     b.alive = false;
     a.next = b.next;
     if (b.next >= 0) syms[b.next].prev = c.pos;
@@ -488,8 +491,10 @@ void encode_plain(const TokenizerData& d, std::string_view text, std::vector<int
         split_digits(piece, step.individual_digits, &parts);
       } else {
         if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(piece.begin(), ' ');
-        if (step.use_regex) split_gpt2(piece, &parts);
-        else parts.push_back(piece);
+        if (step.use_regex)
+          split_gpt2(piece, &parts);
+        else
+          parts.push_back(piece);
       }
       for (std::string_view p : parts) {
         if (!p.empty()) next.emplace_back(p);
@@ -555,7 +560,9 @@ int32_t Tokenizer::token_to_id(std::string_view token) const {
 std::string Tokenizer::token_bytes(int32_t id) const {
   return id >= 0 && id < vocab_size() ? d_->bytes[static_cast<size_t>(id)] : std::string();
 }
-bool Tokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size() && d_->special[static_cast<size_t>(id)]; }
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && d_->special[static_cast<size_t>(id)];
+}
 std::vector<int32_t> Tokenizer::special_ids() const {
   std::vector<int32_t> ids;
   for (int32_t i = 0; i < vocab_size(); ++i) {

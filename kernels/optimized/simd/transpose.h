@@ -43,7 +43,8 @@ inline void transpose(const float* src, int64_t src_stride, int64_t rows, int64_
 #if defined(__AVX2__)
   for (; r + 8 <= rows; r += 8) {
     int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) transpose8x8(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, dst_stride);
+    for (; c + 8 <= cols; c += 8)
+      transpose8x8(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, dst_stride);
     for (; c + 4 <= cols; c += 4) {
       VecF32::transpose4x4(src + r * src_stride + c, src_stride, dst + c * dst_stride + r, dst_stride);
       VecF32::transpose4x4(src + (r + 4) * src_stride + c, src_stride, dst + c * dst_stride + r + 4, dst_stride);

@@ -68,17 +68,21 @@ struct VecF32 {
   static float reduce_max(VecF32 a) { return _mm512_reduce_max_ps(a.v); }
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, ..., b0, b2, ...].
   static VecF32 even(VecF32 a, VecF32 b) {
-    return {_mm512_permutex2var_ps(a.v, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b.v)};
+    return {
+        _mm512_permutex2var_ps(a.v, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b.v)};
   }
   static VecF32 odd(VecF32 a, VecF32 b) {
-    return {_mm512_permutex2var_ps(a.v, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b.v)};
+    return {
+        _mm512_permutex2var_ps(a.v, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b.v)};
   }
   // The inverse: the lanes of a and b interleaved, the first (last) kWidth of them: [a0, b0, a1, b1, ...].
   static VecF32 zip_lo(VecF32 a, VecF32 b) {
-    return {_mm512_permutex2var_ps(a.v, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b.v)};
+    return {
+        _mm512_permutex2var_ps(a.v, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b.v)};
   }
   static VecF32 zip_hi(VecF32 a, VecF32 b) {
-    return {_mm512_permutex2var_ps(a.v, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b.v)};
+    return {_mm512_permutex2var_ps(a.v, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31),
+                                   b.v)};
   }
 
  private:

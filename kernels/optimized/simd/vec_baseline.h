@@ -113,17 +113,37 @@ struct VecF32 {
     for (int i = 0; i < 4; ++i) r.v[i] = f(a.v[i], b.v[i]);
     return r;
   }
-  friend VecF32 operator+(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x + y; }); }
-  friend VecF32 operator-(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x - y; }); }
-  friend VecF32 operator*(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x * y; }); }
-  friend VecF32 operator/(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x / y; }); }
+  friend VecF32 operator+(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x + y; });
+  }
+  friend VecF32 operator-(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x - y; });
+  }
+  friend VecF32 operator*(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x * y; });
+  }
+  friend VecF32 operator/(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x / y; });
+  }
   static VecF32 fma(VecF32 a, VecF32 b, VecF32 c) { return a * b + c; }
-  static VecF32 max(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
-  static VecF32 min(VecF32 a, VecF32 b) { return map(a, b, [](float x, float y) { return x < y ? x : y; }); }
-  static VecF32 abs(VecF32 a) { return map(a, a, [](float x, float) { return std::fabs(x); }); }
-  static VecF32 neg(VecF32 a) { return map(a, a, [](float x, float) { return -x; }); }
-  static VecF32 sqrt(VecF32 a) { return map(a, a, [](float x, float) { return std::sqrt(x); }); }
-  static VecF32 round(VecF32 a) { return map(a, a, [](float x, float) { return std::nearbyint(x); }); }
+  static VecF32 max(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x > y ? x : y; });
+  }
+  static VecF32 min(VecF32 a, VecF32 b) {
+    return map(a, b, [](float x, float y) { return x < y ? x : y; });
+  }
+  static VecF32 abs(VecF32 a) {
+    return map(a, a, [](float x, float) { return std::fabs(x); });
+  }
+  static VecF32 neg(VecF32 a) {
+    return map(a, a, [](float x, float) { return -x; });
+  }
+  static VecF32 sqrt(VecF32 a) {
+    return map(a, a, [](float x, float) { return std::sqrt(x); });
+  }
+  static VecF32 round(VecF32 a) {
+    return map(a, a, [](float x, float) { return std::nearbyint(x); });
+  }
   static VecF32 exp2_int(VecF32 n) {
     return map(n, n, [](float x, float) {
       const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(x) + 127) << 23;

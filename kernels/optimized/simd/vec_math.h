@@ -25,7 +25,7 @@ inline VecF32 polynomial(VecF32 x, const float (&c)[N]) {
 inline VecF32 vexp(VecF32 x) {
   using V = VecF32;
   constexpr float kPoly[] = {5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f,
-                                    8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f};
+                             8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f};
   // A NaN x becomes -104 here (max returns its second operand) and is put back at the end.
   const V xc = V::min(V::max(x, V::broadcast(-104.0f)), V::broadcast(89.0f));
   const V n = V::round(xc * V::broadcast(1.44269504088896341f));
@@ -41,8 +41,8 @@ inline VecF32 vexp(VecF32 x) {
 // tanh: an odd polynomial for |x| < 0.625 (Cephes tanhf), 1 - 2 / (e^(2|x|) + 1) above, sign restored.
 inline VecF32 vtanh(VecF32 x) {
   using V = VecF32;
-  constexpr float kPoly[] = {-3.33332819422e-1f, 1.33314422036e-1f, -5.37397155531e-2f,
-                                    2.06390887954e-2f, -5.70498872745e-3f};
+  constexpr float kPoly[] = {-3.33332819422e-1f, 1.33314422036e-1f, -5.37397155531e-2f, 2.06390887954e-2f,
+                             -5.70498872745e-3f};
   const V one = V::broadcast(1.0f);
   const V ax = V::abs(x);
   const V z = x * x;
@@ -56,11 +56,11 @@ inline VecF32 vtanh(VecF32 x) {
 // beyond 3.93, erf rounds to 1. Coefficients: least-squares fits refined towards minimax in float64.
 inline VecF32 verf(VecF32 x) {
   using V = VecF32;
-  constexpr float kSmall[] = {1.28379166e-01f, -3.761262715e-01f, 1.128360029e-01f, -2.685444856e-02f,
-                                     5.189542003e-03f, -8.020894932e-04f, 7.889285468e-05f};
-  constexpr float kLarge[] = {2.134404546e-01f, -7.611649662e-02f, 2.578573145e-02f,
-                                     -8.463153735e-03f, 2.427857921e-03f, -7.696846818e-04f,
-                                     4.918428663e-04f,  1.951457178e-04f, 1.068429979e-04f};
+  constexpr float kSmall[] = {1.28379166e-01f,  -3.761262715e-01f, 1.128360029e-01f, -2.685444856e-02f,
+                              5.189542003e-03f, -8.020894932e-04f, 7.889285468e-05f};
+  constexpr float kLarge[] = {2.134404546e-01f,  -7.611649662e-02f, 2.578573145e-02f,
+                              -8.463153735e-03f, 2.427857921e-03f,  -7.696846818e-04f,
+                              4.918428663e-04f,  1.951457178e-04f,  1.068429979e-04f};
   const V ax = V::min(V::abs(x), V::broadcast(3.93f));  // NaN becomes 3.93 here, restored below
   const V a2 = ax * ax;
   const V small = V::fma(ax, polynomial(a2, kSmall), ax);  // |x| (1 + (P - 1)): the big term is exact

@@ -45,12 +45,8 @@ struct VecF32 {
   static VecF32 select_lt(VecF32 a, VecF32 b, VecF32 yes, VecF32 no) {
     return {vbslq_f32(vcltq_f32(a.v, b.v), yes.v, no.v)};
   }
-  static VecF32 select_nan(VecF32 a, VecF32 yes, VecF32 no) {
-    return {vbslq_f32(vceqq_f32(a.v, a.v), no.v, yes.v)};
-  }
-  static VecF32 copysign(VecF32 a, VecF32 sign) {
-    return {vbslq_f32(vdupq_n_u32(0x80000000u), sign.v, a.v)};
-  }
+  static VecF32 select_nan(VecF32 a, VecF32 yes, VecF32 no) { return {vbslq_f32(vceqq_f32(a.v, a.v), no.v, yes.v)}; }
+  static VecF32 copysign(VecF32 a, VecF32 sign) { return {vbslq_f32(vdupq_n_u32(0x80000000u), sign.v, a.v)}; }
   // dst[c * dst_stride + r] = src[r * src_stride + c] for r, c < 4.
   static void transpose4x4(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
     const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + src_stride));

@@ -40,7 +40,6 @@ struct BackendRegistrar {
 }  // namespace kiln
 
 // KILN_REGISTER_BACKEND("my_backend", my_init, my_execute, my_destroy);
-#define KILN_REGISTER_BACKEND(name, init, execute, destroy)                             \
-  static const ::kiln::internal::BackendRegistrar KILN_CONCAT_(kiln_backend_registrar_, \
-                                                               __COUNTER__)(            \
-      ::kiln::BackendDef{KILN_ABI_VERSION, name, init, execute, destroy})
+#define KILN_REGISTER_BACKEND(name, init, execute, destroy)     \
+  static const ::kiln::internal::BackendRegistrar KILN_CONCAT_( \
+      kiln_backend_registrar_, __COUNTER__)(::kiln::BackendDef{KILN_ABI_VERSION, name, init, execute, destroy})

@@ -134,16 +134,16 @@ class [[nodiscard]] Result {
 
 // Returns Status(Error::kind, formatted message) from the enclosing function when
 // `cond` is false. The message should say what was expected and where.
-#define KILN_CHECK_OR_RETURN(cond, kind, ...)                          \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
+#define KILN_CHECK_OR_RETURN(cond, kind, ...)                                  \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       return ::kiln::Status(::kiln::Error::kind, ::kiln::format(__VA_ARGS__)); \
-    }                                                                  \
+    }                                                                          \
   } while (0)
 
 // Propagates a failed Status (or the Status of a failed Result).
-#define KILN_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::kiln::Status kiln_status_ = (expr);       \
+#define KILN_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::kiln::Status kiln_status_ = (expr);           \
     if (!kiln_status_.is_ok()) return kiln_status_; \
   } while (0)

@@ -75,12 +75,11 @@ inline void* worker_scratch(const KernelContext& ctx) noexcept {
 // declines the instruction: the next lower tier's kernel is tried. Any other
 // error fails the method load. Optional (a kernel without prepare accepts
 // every instruction).
-using KernelPrepareFn = Status (*)(KernelContext& ctx, Span<const Value* const> inputs,
-                                   Span<Tensor* const> outputs, void** state);
+using KernelPrepareFn = Status (*)(KernelContext& ctx, Span<const Value* const> inputs, Span<Tensor* const> outputs,
+                                   void** state);
 // Computes the outputs. Must resize each output (Tensor::resize) to its actual
 // sizes, and must not allocate on the heap.
-using KernelRunFn = Status (*)(KernelContext& ctx, Span<const Value* const> inputs,
-                               Span<Tensor* const> outputs);
+using KernelRunFn = Status (*)(KernelContext& ctx, Span<const Value* const> inputs, Span<Tensor* const> outputs);
 // Frees what prepare built. Optional.
 using KernelReleaseFn = void (*)(void* state);
 
@@ -115,8 +114,8 @@ KILN_API Status register_kernel(const KernelDef& def) noexcept;
 // the source's pages of a memory-mapped file are released (they are read back
 // from the file if anything reads them again).
 using PackFn = void (*)(const void* arg, void* dst);
-KILN_API Result<const void*> packed_constant(KernelContext& ctx, const Tensor& source, const char* layout,
-                                             size_t bytes, PackFn pack, const void* arg) noexcept;
+KILN_API Result<const void*> packed_constant(KernelContext& ctx, const Tensor& source, const char* layout, size_t bytes,
+                                             PackFn pack, const void* arg) noexcept;
 
 namespace internal {
 struct KernelRegistrar {
@@ -133,13 +132,11 @@ inline KernelDef at_tier(int32_t tier, KernelDef def) noexcept {
 // Registers a kernel from a static initializer, at the portable tier:
 //   KILN_REGISTER_KERNEL("aten::relu.default", "f32", relu_run);
 //   KILN_REGISTER_KERNEL("aten::linear.default", "f32,f32|f32,f32,f32", linear_run, linear_prepare, linear_release);
-#define KILN_REGISTER_KERNEL(op_name, dtypes, ...)                                     \
-  static const ::kiln::internal::KernelRegistrar KILN_CONCAT_(kiln_kernel_registrar_, \
-                                                              __COUNTER__)(           \
-      ::kiln::KernelDef{KILN_ABI_VERSION, op_name, dtypes, __VA_ARGS__})
+#define KILN_REGISTER_KERNEL(op_name, dtypes, ...)             \
+  static const ::kiln::internal::KernelRegistrar KILN_CONCAT_( \
+      kiln_kernel_registrar_, __COUNTER__)(::kiln::KernelDef{KILN_ABI_VERSION, op_name, dtypes, __VA_ARGS__})
 // The same at a given tier:
 //   KILN_REGISTER_TIERED_KERNEL(kiln::kTierOptimized, "aten::linear.default", "f32,f32", run, prepare, release);
-#define KILN_REGISTER_TIERED_KERNEL(tier, op_name, dtypes, ...)                        \
-  static const ::kiln::internal::KernelRegistrar KILN_CONCAT_(kiln_kernel_registrar_, \
-                                                              __COUNTER__)(           \
+#define KILN_REGISTER_TIERED_KERNEL(tier, op_name, dtypes, ...)                                     \
+  static const ::kiln::internal::KernelRegistrar KILN_CONCAT_(kiln_kernel_registrar_, __COUNTER__)( \
       ::kiln::internal::at_tier(tier, ::kiln::KernelDef{KILN_ABI_VERSION, op_name, dtypes, __VA_ARGS__}))

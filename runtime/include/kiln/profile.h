@@ -24,7 +24,7 @@ struct ProfiledInstruction {
   uint32_t call = 0;   // index into Profile::calls
   uint32_t index = 0;  // the instruction's index in the method (Profile::instructions)
   uint64_t start_ns = 0, end_ns = 0;
-  std::vector<ProfiledShape> inputs;   // the tensor arguments (tensor lists expanded), in order
+  std::vector<ProfiledShape> inputs;  // the tensor arguments (tensor lists expanded), in order
   std::vector<ProfiledShape> outputs;
 };
 

@@ -38,7 +38,7 @@ struct MethodSpec {
   // Mutable state (module buffers the method updates): persists across
   // execute() calls of one loaded Method; each loaded Method has its own.
   std::vector<TensorSpec> state;
-  std::vector<uint64_t> arena_sizes;   // planned activation memory, bytes per arena
+  std::vector<uint64_t> arena_sizes;  // planned activation memory, bytes per arena
   size_t num_instructions = 0;
 };
 
@@ -67,10 +67,10 @@ struct LoadOptions {
 
 // How one instruction of a loaded method is served.
 struct InstructionInfo {
-  std::string kind;        // "kernel", "backend", "move" or "int_op"
-  std::string op;          // "aten::linear.default", the backend's name, or the int op
-  std::string library;     // file of the kernel or backend ("" for moves and int ops)
-  int32_t tier = 0;        // of the kernel (kernel.h: kTierPortable, kTierOptimized, ...)
+  std::string kind;            // "kernel", "backend", "move" or "int_op"
+  std::string op;              // "aten::linear.default", the backend's name, or the int op
+  std::string library;         // file of the kernel or backend ("" for moves and int ops)
+  int32_t tier = 0;            // of the kernel (kernel.h: kTierPortable, kTierOptimized, ...)
   uint64_t packed_bytes = 0;   // packed constants this instruction's kernel created
   uint64_t scratch_bytes = 0;  // scratch it asked for: per call plus per worker times the pool size
 };
@@ -87,8 +87,7 @@ class KILN_API Program {
   static Result<Program> load(const std::string& path, const LoadOptions& options = {});
   // Uses `data` in place when it is 64-byte aligned (the caller keeps it alive
   // and unchanged while the program or any method lives); otherwise copies it.
-  static Result<Program> load_from_buffer(const void* data, size_t size,
-                                          const LoadOptions& options = {});
+  static Result<Program> load_from_buffer(const void* data, size_t size, const LoadOptions& options = {});
   // Copies `data` first: the caller may change or free it as soon as this returns.
   static Result<Program> load_from_copy(const void* data, size_t size, const LoadOptions& options = {});
 

@@ -10,10 +10,10 @@
 namespace kiln {
 
 struct KernelInfo {
-  std::string op_name;   // "aten::linear.default"
-  std::string dtypes;    // "f32,f32,f32" or "*"
-  std::string library;   // file that registered it (dladdr of its run function)
-  int32_t tier = 0;      // kTierPortable, kTierOptimized, or a plugin's own (kernel.h)
+  std::string op_name;  // "aten::linear.default"
+  std::string dtypes;   // "f32,f32,f32" or "*"
+  std::string library;  // file that registered it (dladdr of its run function)
+  int32_t tier = 0;     // kTierPortable, kTierOptimized, or a plugin's own (kernel.h)
 };
 
 struct BackendInfo {
@@ -23,8 +23,8 @@ struct BackendInfo {
 
 // A registration that was refused (collision, ABI mismatch, malformed).
 struct RegistrationFailure {
-  std::string what;      // "kernel aten::relu.default [f32]" or "backend foo"
-  std::string library;   // the refused registrant's file
+  std::string what;     // "kernel aten::relu.default [f32]" or "backend foo"
+  std::string library;  // the refused registrant's file
   Status status;
 };
 

@@ -32,14 +32,36 @@ KILN_API const char* scalar_type_name(ScalarType t) noexcept;
 // Inverse of scalar_type_name; false if `name` is unknown.
 KILN_API bool parse_scalar_type(const char* name, ScalarType* out) noexcept;
 
-template <typename T> struct CppTypeToScalar;
-template <> struct CppTypeToScalar<float> { static constexpr ScalarType value = ScalarType::Float32; };
-template <> struct CppTypeToScalar<double> { static constexpr ScalarType value = ScalarType::Float64; };
-template <> struct CppTypeToScalar<int64_t> { static constexpr ScalarType value = ScalarType::Int64; };
-template <> struct CppTypeToScalar<int32_t> { static constexpr ScalarType value = ScalarType::Int32; };
-template <> struct CppTypeToScalar<bool> { static constexpr ScalarType value = ScalarType::Bool; };
-template <> struct CppTypeToScalar<uint8_t> { static constexpr ScalarType value = ScalarType::UInt8; };
-template <> struct CppTypeToScalar<int8_t> { static constexpr ScalarType value = ScalarType::Int8; };
+template <typename T>
+struct CppTypeToScalar;
+template <>
+struct CppTypeToScalar<float> {
+  static constexpr ScalarType value = ScalarType::Float32;
+};
+template <>
+struct CppTypeToScalar<double> {
+  static constexpr ScalarType value = ScalarType::Float64;
+};
+template <>
+struct CppTypeToScalar<int64_t> {
+  static constexpr ScalarType value = ScalarType::Int64;
+};
+template <>
+struct CppTypeToScalar<int32_t> {
+  static constexpr ScalarType value = ScalarType::Int32;
+};
+template <>
+struct CppTypeToScalar<bool> {
+  static constexpr ScalarType value = ScalarType::Bool;
+};
+template <>
+struct CppTypeToScalar<uint8_t> {
+  static constexpr ScalarType value = ScalarType::UInt8;
+};
+template <>
+struct CppTypeToScalar<int8_t> {
+  static constexpr ScalarType value = ScalarType::Int8;
+};
 
 // A tensor never has more dimensions than this; the loader rejects programs that do.
 constexpr int kMaxDims = 8;
@@ -54,8 +76,7 @@ class KILN_API Tensor {
 
   // A view of caller-owned memory; the caller keeps `data` alive while it is used.
   static Tensor view(void* data, Span<const int64_t> sizes, ScalarType dtype = ScalarType::Float32) noexcept;
-  static Tensor view(const void* data, Span<const int64_t> sizes,
-                     ScalarType dtype = ScalarType::Float32) noexcept {
+  static Tensor view(const void* data, Span<const int64_t> sizes, ScalarType dtype = ScalarType::Float32) noexcept {
     return view(const_cast<void*>(data), sizes, dtype);
   }
   static Tensor view(void* data, std::initializer_list<int64_t> sizes,
@@ -77,7 +98,10 @@ class KILN_API Tensor {
   size_t capacity() const noexcept { return capacity_; }
 
   void* data() const noexcept { return data_; }
-  template <typename T> T* data_as() const noexcept { return static_cast<T*>(data_); }
+  template <typename T>
+  T* data_as() const noexcept {
+    return static_cast<T*>(data_);
+  }
 
   // Sets new sizes; fails if there are too many dims, a negative size, or the
   // result would not fit in capacity(). Never allocates.

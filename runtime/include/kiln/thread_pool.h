@@ -37,8 +37,7 @@ template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& fn) noexcept {
   using Fn = std::remove_reference_t<F>;
   internal::parallel_for_impl(
-      n, grain,
-      [](void* closure, int64_t begin, int64_t end) { (*static_cast<Fn*>(closure))(begin, end); },
+      n, grain, [](void* closure, int64_t begin, int64_t end) { (*static_cast<Fn*>(closure))(begin, end); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 

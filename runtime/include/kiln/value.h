@@ -31,12 +31,27 @@ struct Value {
     int64_t i;
     double d;
     bool b;
-    struct { const int64_t* data; size_t size; } ints;
-    struct { const double* data; size_t size; } doubles;
-    struct { const bool* data; size_t size; } bools;
+    struct {
+      const int64_t* data;
+      size_t size;
+    } ints;
+    struct {
+      const double* data;
+      size_t size;
+    } doubles;
+    struct {
+      const bool* data;
+      size_t size;
+    } bools;
     // Elements may be null for None entries of an optional-tensor list.
-    struct { Tensor* const* data; size_t size; } tensors;
-    struct { const char* data; size_t size; } str;
+    struct {
+      Tensor* const* data;
+      size_t size;
+    } tensors;
+    struct {
+      const char* data;
+      size_t size;
+    } str;
   };
 
   Value() noexcept : tensor(nullptr) {}

@@ -117,8 +117,16 @@ void fill(Reader& r, kiln::ScalarType dtype, int64_t numel, uint8_t* dst) {
   const size_t item = kiln::element_size(dtype);
   for (int64_t i = 0; i < numel; ++i, dst += item) {
     switch (dtype) {
-      case kiln::ScalarType::Int64: { int64_t v = static_cast<int16_t>(r.u16()); std::memcpy(dst, &v, 8); break; }
-      case kiln::ScalarType::Int32: { int32_t v = static_cast<int16_t>(r.u16()); std::memcpy(dst, &v, 4); break; }
+      case kiln::ScalarType::Int64: {
+        int64_t v = static_cast<int16_t>(r.u16());
+        std::memcpy(dst, &v, 8);
+        break;
+      }
+      case kiln::ScalarType::Int32: {
+        int32_t v = static_cast<int16_t>(r.u16());
+        std::memcpy(dst, &v, 4);
+        break;
+      }
       case kiln::ScalarType::Bool: *dst = r.byte() & 1; break;
       default: r.fill(dst, item); break;
     }

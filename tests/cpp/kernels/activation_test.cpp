@@ -44,7 +44,7 @@ KILN_TEST(clamp_matches_reference) {
   check("aten::clamp.default", kExact, [](Args& a) { a.d(-2.5).d(4.0); });
   check("aten::clamp.default", kExact, [](Args& a) { a.none().d(0.5); });
   check("aten::clamp.default", kExact, [](Args& a) { a.d(-1).none(); });
-  check("aten::clamp.default", kExact, [](Args& a) { a.d(3).d(-3); });  // min > max gives max
+  check("aten::clamp.default", kExact, [](Args& a) { a.d(3).d(-3); });       // min > max gives max
   check("aten::clamp.default", kExact, [](Args& a) { a.d(1e300).none(); });  // beyond the float range
   check("aten::hardtanh.default", kExact, [](Args& a) { a.d(-1).d(1); });
   check("aten::hardtanh.default", kExact, [](Args& a) { a.d(0).d(6); });

@@ -1,7 +1,7 @@
 // Optimized add/sub/mul/div against the portable kernels: equal shapes, scalars, trailing vectors,
 // and random broadcasts in every position (ranks 0 to 5, sizes around the vector widths).
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -47,9 +47,11 @@ void check_all(const std::vector<int64_t>& sa, const std::vector<int64_t>& sb, i
       Args args;
       args.tensor(a).tensor(b);
       if (has_alpha) args.d(alpha);
-      const int ran = expect_tiers_match(format("%s %s %s alpha=%g", op, shape_str(sa).c_str(), shape_str(sb).c_str(), alpha),
-                                         op, args, {out_numel}, Tolerance{0, 0});
-      KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels", op, ran);
+      const int ran =
+          expect_tiers_match(format("%s %s %s alpha=%g", op, shape_str(sa).c_str(), shape_str(sb).c_str(), alpha), op,
+                             args, {out_numel}, Tolerance{0, 0});
+      KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels", op,
+                  ran);
     }
   }
 }
@@ -59,16 +61,26 @@ KILN_TEST(binary_common_shapes_match_reference) {
     std::vector<int64_t> a, b;
   };
   const Case cases[] = {
-      {{70001}, {70001}},                      // one long row, split over the pool
-      {{3, 40000}, {3, 1}}, {{2, 2, 40000}, {40000}},  // long broadcast rows, split too
-      {{1}, {1}},          {{17}, {17}},      {{3, 5}, {3, 5}},
-      {{1000}, {}},        {{}, {1000}},      {{}, {}},              // 0-d operands
-      {{37, 576}, {576}},  {{5, 3}, {3}},     {{9, 13}, {1, 13}},    // trailing vector (bias, norm weight)
-      {{37, 576}, {37, 1}}, {{7, 15}, {7, 1}}, {{1, 37, 1}, {1, 37, 64}},  // per-row scalar (RMSNorm's x * r)
-      {{1, 12, 33, 33}, {1, 1, 1, 33}},        // attention mask bias
-      {{1, 96, 8, 8}, {1, 96, 1, 1}},          // squeeze-and-excite gate
-      {{1, 9, 37, 64}, {37, 64}},              // rotary tables
-      {{4, 1}, {1, 6}},    {{1, 6}, {4, 1}},  // outer product broadcasts
+      {{70001}, {70001}},  // one long row, split over the pool
+      {{3, 40000}, {3, 1}},
+      {{2, 2, 40000}, {40000}},  // long broadcast rows, split too
+      {{1}, {1}},
+      {{17}, {17}},
+      {{3, 5}, {3, 5}},
+      {{1000}, {}},
+      {{}, {1000}},
+      {{}, {}},  // 0-d operands
+      {{37, 576}, {576}},
+      {{5, 3}, {3}},
+      {{9, 13}, {1, 13}},  // trailing vector (bias, norm weight)
+      {{37, 576}, {37, 1}},
+      {{7, 15}, {7, 1}},
+      {{1, 37, 1}, {1, 37, 64}},         // per-row scalar (RMSNorm's x * r)
+      {{1, 12, 33, 33}, {1, 1, 1, 33}},  // attention mask bias
+      {{1, 96, 8, 8}, {1, 96, 1, 1}},    // squeeze-and-excite gate
+      {{1, 9, 37, 64}, {37, 64}},        // rotary tables
+      {{4, 1}, {1, 6}},
+      {{1, 6}, {4, 1}},  // outer product broadcasts
   };
   for (const Case& c : cases) {
     std::vector<int64_t> out = c.a.size() >= c.b.size() ? c.a : c.b;

@@ -72,7 +72,8 @@ KILN_TEST(portable_comparisons) {
     m2.t.data_as<uint8_t>()[1] = 1;
     Args ba;
     ba.tensor(m1).tensor(m2);
-    KILN_EXPECT(run_portable("aten::bitwise_and.Tensor", ba, {&y}).is_ok() && equals_b(y, {0, 1, 0}), "bitwise_and bool");
+    KILN_EXPECT(run_portable("aten::bitwise_and.Tensor", ba, {&y}).is_ok() && equals_b(y, {0, 1, 0}),
+                "bitwise_and bool");
     KILN_EXPECT(run_portable("aten::logical_or.default", ba, {&y}).is_ok() && equals_b(y, {1, 1, 0}), "logical_or");
     KILN_EXPECT(run_portable("aten::logical_xor.default", ba, {&y}).is_ok() && equals_b(y, {1, 0, 0}), "logical_xor");
     Args bn;
@@ -120,8 +121,9 @@ KILN_TEST(portable_where_masked_fill) {
                 "where with odd bool bytes");
     Args m;
     m.tensor(x).tensor(b).d(5.0);
-    KILN_EXPECT(run_portable("aten::masked_fill.Scalar", m, {&fy}).is_ok() && fy.f()[0] == x.f()[0] && fy.f()[2] == 5.0f,
-                "masked_fill with odd bool bytes");
+    KILN_EXPECT(
+        run_portable("aten::masked_fill.Scalar", m, {&fy}).is_ok() && fy.f()[0] == x.f()[0] && fy.f()[2] == 5.0f,
+        "masked_fill with odd bool bytes");
     TestTensor by = out(ScalarType::Bool);
     Args mb;  // masked_fill of a bool tensor copies the odd bytes as proper bools
     mb.tensor(b).tensor(b).d(0.0);

@@ -19,14 +19,14 @@ struct ConvCase {
 KILN_TEST(portable_conv2d) {
   const std::vector<ConvCase> cases = {
       {2, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
-      {1, 4, 10, 11, 6, 3, 2, 2, 3, 1, 0, 2, 1, 2, false, false},  // groups, stride, dilation
-      {2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, false},     // depthwise
-      {1, 4, 9, 9, 8, 5, 3, 2, 1, 2, 1, 1, 2, 4, true, false},     // depthwise x2 multiplier, stride 2, dilation
-      {1, 8, 5, 6, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},    // pointwise
-      {2, 8, 5, 6, 12, 1, 1, 1, 1, 0, 0, 1, 1, 4, false, false},   // grouped pointwise
-      {1, 3, 8, 8, 5, 3, 3, 2, 2, 0, 0, 1, 1, 1, true, true},      // unbatched CHW
+      {1, 4, 10, 11, 6, 3, 2, 2, 3, 1, 0, 2, 1, 2, false, false},    // groups, stride, dilation
+      {2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, false},       // depthwise
+      {1, 4, 9, 9, 8, 5, 3, 2, 1, 2, 1, 1, 2, 4, true, false},       // depthwise x2 multiplier, stride 2, dilation
+      {1, 8, 5, 6, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},      // pointwise
+      {2, 8, 5, 6, 12, 1, 1, 1, 1, 0, 0, 1, 1, 4, false, false},     // grouped pointwise
+      {1, 3, 8, 8, 5, 3, 3, 2, 2, 0, 0, 1, 1, 1, true, true},        // unbatched CHW
       {1, 16, 20, 20, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // several GEMM tiles
-      {1, 2, 4, 4, 2, 3, 3, 3, 3, 3, 3, 1, 1, 1, true, false},     // padding > output coverage
+      {1, 2, 4, 4, 2, 3, 3, 3, 3, 3, 3, 1, 1, 1, true, false},       // padding > output coverage
   };
   for (const ConvCase& c : cases) {
     std::vector<int64_t> xs = {c.n, c.c, c.h, c.w};
@@ -85,7 +85,8 @@ KILN_TEST(portable_fused_conv2d) {
     std::vector<int64_t> stride;
     int64_t groups;
   };
-  const Case cases[] = {{"fused_conv2d", &wc, &bc, &rc, {2, 1}, 2}, {"fused_conv2d depthwise", &wd, &bd, &rd, {1, 1}, 4}};
+  const Case cases[] = {{"fused_conv2d", &wc, &bc, &rc, {2, 1}, 2},
+                        {"fused_conv2d depthwise", &wd, &bd, &rd, {1, 1}, 4}};
   for (const Case& c : cases) {
     for (bool bias : {false, true}) {
       for (bool residual : {false, true}) {

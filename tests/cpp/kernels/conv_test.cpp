@@ -26,7 +26,9 @@ std::string describe_conv(const Conv& c) {
                 (long long)c.pad[1], (long long)c.dil[0], (long long)c.dil[1], (long long)c.groups, c.bias);
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 int64_t output_numel(const Conv& c) {
   const size_t n = c.input.size();
@@ -122,7 +124,10 @@ KILN_TEST(conv2d_matches_reference) {
     ConvTensors t(c);
     Args args;
     args.tensor(t.x).tensor(t.w);
-    if (c.bias) args.tensor(t.b); else args.none();
+    if (c.bias)
+      args.tensor(t.b);
+    else
+      args.none();
     geometry_args(args, c);
     const int64_t k = c.input[c.input.size() - 3] / c.groups * c.kh * c.kw;
     const std::string what = describe_conv(c);
@@ -147,7 +152,10 @@ KILN_TEST(conv2d_nonfinite_inputs_match_reference) {
     t.x.f()[n / 5 + 2 < n ? n / 5 + 2 : 0] = 3e38f;
     Args args;
     args.tensor(t.x).tensor(t.w);
-    if (c.bias) args.tensor(t.b); else args.none();
+    if (c.bias)
+      args.tensor(t.b);
+    else
+      args.none();
     geometry_args(args, c);
     const int64_t k = c.input[c.input.size() - 3] / c.groups * c.kh * c.kw;
     const std::string what = describe_conv(c) + " with NaN, inf, -inf, 3e38";
@@ -177,7 +185,7 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
   const Conv convs[] = {{{1, 6, 9, 11}, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
                         {{1, 16, 15, 19}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // Winograd
                         {{2, 12, 8, 8}, 12, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
-                        {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},  // transposed
+                        {{2, 21, 7, 7}, 19, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // transposed
                         {{1, 3, 20, 22}, 24, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // direct
                         {{2, 20, 7, 7}, 40, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true},   // grouped, transposed
                         {{1, 16, 5, 5}, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // Winograd, channels
@@ -192,7 +200,10 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
         const int64_t n = output_numel(cv);
         Args conv;
         conv.tensor(t.x).tensor(t.w);
-        if (cv.bias) conv.tensor(t.b); else conv.none();
+        if (cv.bias)
+          conv.tensor(t.b);
+        else
+          conv.none();
         geometry_args(conv, cv);
         TestTensor y = portable_output("aten::conv2d.default", conv, n);
         TestTensor r = TestTensor::random(y.shape());
@@ -200,8 +211,14 @@ KILN_TEST(fused_conv2d_matches_unfused_reference) {
         TestTensor want = reference_epilogue(y, residual ? &r : nullptr, act, lo, hi);
         Args fused;
         fused.tensor(t.x).tensor(t.w);
-        if (cv.bias) fused.tensor(t.b); else fused.none();
-        if (residual) fused.tensor(r); else fused.none();
+        if (cv.bias)
+          fused.tensor(t.b);
+        else
+          fused.none();
+        if (residual)
+          fused.tensor(r);
+        else
+          fused.none();
         geometry_args(fused, cv);
         fused.str(act).d(lo).d(hi);
         const std::string what = describe_conv(cv) + format(" %s residual=%d", act, residual);

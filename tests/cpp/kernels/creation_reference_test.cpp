@@ -49,7 +49,8 @@ KILN_TEST(portable_factories) {
   Args a;
   a.ints({2, 3}).d(1.5).none().none().none().none();
   KILN_EXPECT(run_portable(kFull, a, {&y}).is_ok() && equals_f(y, {1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f}), "full");
-  for (auto sizes : std::vector<std::vector<int64_t>>{{kBig, kBig}, {-1}, {1 << 30, 1 << 30}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+  for (auto sizes :
+       std::vector<std::vector<int64_t>>{{kBig, kBig}, {-1}, {1 << 30, 1 << 30}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
     Args b;
     b.ints(sizes).d(1.0).none().none().none().none();
     expect_rejected("full " + shape_str(sizes), kFull, b, {&y});
@@ -61,9 +62,9 @@ KILN_TEST(portable_factories) {
   TestTensor x({3, 1}, ScalarType::Int64), yb = out(ScalarType::Bool);
   Args d;
   d.tensor(x).i(2).none().none().none().none().none();
-  KILN_EXPECT(run_portable("aten::full_like.default", d, {&yb}).is_ok() && has_shape(yb, {3, 1}) &&
-                  equals_b(yb, {1, 1, 1}),
-              "full_like bool");
+  KILN_EXPECT(
+      run_portable("aten::full_like.default", d, {&yb}).is_ok() && has_shape(yb, {3, 1}) && equals_b(yb, {1, 1, 1}),
+      "full_like bool");
   Args e;
   e.d(-2.0).none().none().none().none();
   KILN_EXPECT(run_portable("aten::scalar_tensor.default", e, {&y}).is_ok() && has_shape(y, {}) && y.f()[0] == -2.0f,

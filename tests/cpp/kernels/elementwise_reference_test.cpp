@@ -20,7 +20,8 @@ KILN_TEST(portable_add_broadcast) {
   struct Case {
     std::vector<int64_t> a, b;
   };
-  for (const Case& c : std::vector<Case>{{{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{2, 3}, {}}, {{5}, {5}}, {{1}, {3, 1, 2}}}) {
+  for (const Case& c :
+       std::vector<Case>{{{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{2, 3}, {}}, {{5}, {5}}, {{1}, {3, 1, 2}}}) {
     TestTensor a = TestTensor::random(c.a), b = TestTensor::random(c.b), y = out();
     Args args;
     args.tensor(a).tensor(b).d(2.5);
@@ -207,7 +208,8 @@ KILN_TEST(portable_binary_math) {
   KILN_EXPECT(run_portable(kDivMode, fi, {&yi}).is_ok() && equals_i(yi, {3, -4, INT64_MIN, -2}), "div floor i64");
   Args ri;
   ri.tensor(ia).tensor(ib);
-  KILN_EXPECT(run_portable("aten::remainder.Tensor", ri, {&yi}).is_ok() && equals_i(yi, {1, 1, 0, -1}), "remainder i64");
+  KILN_EXPECT(run_portable("aten::remainder.Tensor", ri, {&yi}).is_ok() && equals_i(yi, {1, 1, 0, -1}),
+              "remainder i64");
   TestTensor iz = i64s({4}, {1, 0, 1, 1});
   Args zi;
   zi.tensor(ia).tensor(iz).str("trunc");

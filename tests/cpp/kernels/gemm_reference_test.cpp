@@ -17,7 +17,8 @@ KILN_TEST(portable_gemm_random_shapes) {
     // Odd trials multiply by a transposed B: linear's x @ W^T.
     const bool bt = trial % 2 == 1;
     const char* op = bt ? "aten::linear.default" : "aten::mm.default";
-    TestTensor a = TestTensor::random({m, k}), b = TestTensor::random(bt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+    TestTensor a = TestTensor::random({m, k}),
+               b = TestTensor::random(bt ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
     TestTensor y = out();
     Args args;
     args.tensor(a).tensor(b);
@@ -130,8 +131,9 @@ KILN_TEST(portable_mm_bmm_addmm) {
     Args args;
     args.tensor(a).tensor(b);
     const Status s = run_portable("aten::mm.default", args, {&y});
-    KILN_EXPECT(s.code() == Error::KernelFailure && s.message() == "aten::mm.default: self must be 2-D, got f32[2, 3, 4]",
-                "mm message: %s", s.to_string().c_str());
+    KILN_EXPECT(
+        s.code() == Error::KernelFailure && s.message() == "aten::mm.default: self must be 2-D, got f32[2, 3, 4]",
+        "mm message: %s", s.to_string().c_str());
     expect_rejected("mm of a 3-D self", "aten::mm.default", args, {&y}, "self must be 2-D, got f32[2, 3, 4]");
   }
   {

@@ -16,10 +16,9 @@ const int kLevels = static_cast<int>(supported_isas().size());
 struct Mnk {
   int64_t m, n, k;
 };
-const Mnk kShapes[] = {{1, 1, 1},     {1, 7, 3},       {2, 33, 17},     {3, 5, 4099},  {5, 31, 64},
-                       {6, 16, 8},    {7, 32, 129},    {8, 64, 300},    {9, 17, 5},    {13, 97, 1000},
-                       {16, 48, 257}, {1, 1031, 61},   {37, 1030, 31},  {200, 40, 260}, {64, 129, 576},
-                       {97, 13, 2},   {1, 576, 1536}, {4, 1, 33}};
+const Mnk kShapes[] = {{1, 1, 1},      {1, 7, 3},      {2, 33, 17},    {3, 5, 4099},   {5, 31, 64},    {6, 16, 8},
+                       {7, 32, 129},   {8, 64, 300},   {9, 17, 5},     {13, 97, 1000}, {16, 48, 257},  {1, 1031, 61},
+                       {37, 1030, 31}, {200, 40, 260}, {64, 129, 576}, {97, 13, 2},    {1, 576, 1536}, {4, 1, 33}};
 
 KILN_TEST(linear_matches_reference) {
   for (const Mnk& s : kShapes) {
@@ -30,9 +29,12 @@ KILN_TEST(linear_matches_reference) {
       TestTensor b = TestTensor::random({s.n}, true);
       Args args;
       args.tensor(x).tensor(w);
-      if (bias) args.tensor(b); else args.none();
-      const std::string what = format("linear m=%lld n=%lld k=%lld bias=%d constant=%d", (long long)s.m,
-                                      (long long)s.n, (long long)s.k, bias, constant_weight);
+      if (bias)
+        args.tensor(b);
+      else
+        args.none();
+      const std::string what = format("linear m=%lld n=%lld k=%lld bias=%d constant=%d", (long long)s.m, (long long)s.n,
+                                      (long long)s.k, bias, constant_weight);
       const int ran = expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, gemm_tolerance(s.k));
       KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
     }
@@ -96,8 +98,8 @@ KILN_TEST(mm_matches_reference) {
       TestTensor a = TestTensor::random({s.m, s.k}), b = TestTensor::random({s.k, s.n}, constant);
       Args args;
       args.tensor(a).tensor(b);
-      const std::string what = format("mm m=%lld n=%lld k=%lld constant=%d", (long long)s.m, (long long)s.n,
-                                      (long long)s.k, constant);
+      const std::string what =
+          format("mm m=%lld n=%lld k=%lld constant=%d", (long long)s.m, (long long)s.n, (long long)s.k, constant);
       const int ran = expect_tiers_match(what, "aten::mm.default", args, {s.m * s.n}, gemm_tolerance(s.k));
       KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
     }
@@ -129,18 +131,26 @@ KILN_TEST(matmul_broadcasting_matches_reference) {
     std::vector<int64_t> a, b;
     bool b_constant;
   };
-  const Case cases[] = {
-      {{7, 33}, {33, 19}, false},       {{7, 33}, {33, 19}, true},         {{33}, {33, 19}, false},
-      {{7, 33}, {33}, false},           {{33}, {33}, false},               {{3, 7, 33}, {33, 40}, true},
-      {{3, 7, 33}, {33, 40}, false},    {{3, 7, 33}, {3, 33, 40}, false},  {{2, 1, 9, 20}, {3, 20, 11}, false},
-      {{1, 9, 20}, {4, 20, 11}, true},  {{5, 9, 20}, {20}, false},         {{20}, {3, 20, 11}, false},
-      {{1, 12, 16, 64}, {1, 12, 64, 16}, false}, {{2, 3, 1, 50}, {2, 3, 50, 9}, false}};
+  const Case cases[] = {{{7, 33}, {33, 19}, false},
+                        {{7, 33}, {33, 19}, true},
+                        {{33}, {33, 19}, false},
+                        {{7, 33}, {33}, false},
+                        {{33}, {33}, false},
+                        {{3, 7, 33}, {33, 40}, true},
+                        {{3, 7, 33}, {33, 40}, false},
+                        {{3, 7, 33}, {3, 33, 40}, false},
+                        {{2, 1, 9, 20}, {3, 20, 11}, false},
+                        {{1, 9, 20}, {4, 20, 11}, true},
+                        {{5, 9, 20}, {20}, false},
+                        {{20}, {3, 20, 11}, false},
+                        {{1, 12, 16, 64}, {1, 12, 64, 16}, false},
+                        {{2, 3, 1, 50}, {2, 3, 50, 9}, false}};
   for (const Case& c : cases) {
     TestTensor a = TestTensor::random(c.a), b = TestTensor::random(c.b, c.b_constant);
     Args args;
     args.tensor(a).tensor(b);
-    const std::string what = format("matmul %s @ %s constant=%d", describe(a.t).c_str(), describe(b.t).c_str(),
-                                    c.b_constant);
+    const std::string what =
+        format("matmul %s @ %s constant=%d", describe(a.t).c_str(), describe(b.t).c_str(), c.b_constant);
     const int64_t k = c.a.back();
     const int ran = expect_tiers_match(what, "aten::matmul.default", args, {a.numel() * b.numel()}, gemm_tolerance(k));
     KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
@@ -164,17 +174,17 @@ KILN_TEST(addmm_matches_reference) {
     double beta, alpha;
     bool served;
   };
-  const Case cases[] = {{{n}, 1, 1, true},     {{1, n}, 1, 1, true},  {{m, 1}, 1, 1, true}, {{m, n}, 1, 1, true},
-                        {{n}, 1, 0.5, true},   {{m, n}, 0, 2, true},  {{n}, 2, 1, false},   {{1}, 1, 1, false},
-                        {{}, 1, 1, false},     {{1, 1}, 1, 1, false}};
+  const Case cases[] = {{{n}, 1, 1, true},   {{1, n}, 1, 1, true}, {{m, 1}, 1, 1, true}, {{m, n}, 1, 1, true},
+                        {{n}, 1, 0.5, true}, {{m, n}, 0, 2, true}, {{n}, 2, 1, false},   {{1}, 1, 1, false},
+                        {{}, 1, 1, false},   {{1, 1}, 1, 1, false}};
   for (const Case& c : cases) {
     for (bool constant : {false, true}) {
       TestTensor self = TestTensor::random(c.self, true);
       TestTensor a = TestTensor::random({m, k}), b = TestTensor::random({k, n}, constant);
       Args args;
       args.tensor(self).tensor(a).tensor(b).d(c.beta).d(c.alpha);
-      const std::string what = format("addmm self %s beta %g alpha %g constant=%d", describe(self.t).c_str(), c.beta,
-                                      c.alpha, constant);
+      const std::string what =
+          format("addmm self %s beta %g alpha %g constant=%d", describe(self.t).c_str(), c.beta, c.alpha, constant);
       const int ran = expect_tiers_match(what, "aten::addmm.default", args, {m * n}, gemm_tolerance(k), !c.served);
       KILN_EXPECT(ran == (c.served ? kLevels : 0), "%s: ran at %d levels", what.c_str(), ran);
     }
@@ -196,13 +206,22 @@ KILN_TEST(fused_linear_matches_unfused_reference) {
         const double lo = -0.5, hi = 0.75;
         Args linear;
         linear.tensor(x).tensor(w);
-        if (bias) linear.tensor(b); else linear.none();
+        if (bias)
+          linear.tensor(b);
+        else
+          linear.none();
         TestTensor want = reference_epilogue(portable_output("aten::linear.default", linear, s.m * s.n),
                                              residual ? &r : nullptr, act, lo, hi);
         Args fused;
         fused.tensor(x).tensor(w);
-        if (bias) fused.tensor(b); else fused.none();
-        if (residual) fused.tensor(r); else fused.none();
+        if (bias)
+          fused.tensor(b);
+        else
+          fused.none();
+        if (residual)
+          fused.tensor(r);
+        else
+          fused.none();
         fused.str(act).d(lo).d(hi);
         const std::string what = format("fused_linear m=%lld n=%lld k=%lld %s bias=%d residual=%d", (long long)s.m,
                                         (long long)s.n, (long long)s.k, act, bias, residual);

@@ -95,8 +95,8 @@ Status run_portable(const char* op, const std::vector<ScalarType>& dtypes, const
   for (TestTensor* o : outputs) outs.push_back(&o->t);
   PreparedKernel kernel(op, dtypes, args, outs, kTierPortable, Isa::Baseline);
   if (!kernel.found()) {
-    return Status(Error::MissingKernel, format("no portable %s for [%s]", op,
-                                               internal::signature_string(dtypes).c_str()));
+    return Status(Error::MissingKernel,
+                  format("no portable %s for [%s]", op, internal::signature_string(dtypes).c_str()));
   }
   return kernel.ready() ? kernel.run() : kernel.prepare_status();
 }
@@ -124,7 +124,8 @@ Mismatch worst_mismatch(const float* got, const float* want, int64_t n, Toleranc
 
 bool expect_close(const std::string& what, const float* got, const float* want, int64_t n, Tolerance tol) {
   const int64_t worst_at = worst_mismatch(got, want, n, tol).at;
-  KILN_EXPECT(worst_at < 0, "%s: %" PRId64 " elements, worst at index %" PRId64 ": got %.9g, want %.9g (rtol %g, atol %g)",
+  KILN_EXPECT(worst_at < 0,
+              "%s: %" PRId64 " elements, worst at index %" PRId64 ": got %.9g, want %.9g (rtol %g, atol %g)",
               what.c_str(), n, worst_at, worst_at >= 0 ? got[worst_at] : 0.0f, worst_at >= 0 ? want[worst_at] : 0.0f,
               tol.rtol, tol.atol);
   return worst_at < 0;

@@ -27,9 +27,9 @@ extern int g_checks;
 extern int g_failures;
 void report_failure(const char* file, int line, const std::string& message);
 
-#define KILN_EXPECT(cond, ...)                                                             \
-  do {                                                                                     \
-    ++::kiln::test::g_checks;                                                              \
+#define KILN_EXPECT(cond, ...)                                                                  \
+  do {                                                                                          \
+    ++::kiln::test::g_checks;                                                                   \
     if (!(cond)) ::kiln::test::report_failure(__FILE__, __LINE__, ::kiln::format(__VA_ARGS__)); \
   } while (0)
 
@@ -40,8 +40,8 @@ struct TestCase {
   void (*fn)();
 };
 bool register_test(const char* name, void (*fn)());
-#define KILN_TEST(name)                                                      \
-  static void kiln_test_##name();                                            \
+#define KILN_TEST(name)                                                                                 \
+  static void kiln_test_##name();                                                                       \
   static const bool kiln_test_registered_##name = ::kiln::test::register_test(#name, kiln_test_##name); \
   static void kiln_test_##name()
 
@@ -65,8 +65,8 @@ struct ResizeAfterPrepare {
 // and prepares and runs it the way a method would at instruction-set level
 // `isa`: scratch planned from what prepare asks for, packed constants from a
 // cache of its own. `outputs` are resized by the kernel.
-KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier,
-                     Isa isa, const std::vector<ResizeAfterPrepare>& resize = {});
+KernelRun run_kernel(const char* op, const Args& args, const std::vector<TestTensor*>& outputs, int32_t tier, Isa isa,
+                     const std::vector<ResizeAfterPrepare>& resize = {});
 
 // The portable kernel of `op` run once on `args`: its status, or MissingKernel when none is
 // registered for these dtypes (so that a missing kernel cannot pass for a refusal). With `dtypes`,

@@ -48,7 +48,9 @@ TestTensor TestTensor::random(std::vector<int64_t> sizes, bool constant, float l
   return r;
 }
 
-TestTensor TestTensor::output(int64_t capacity_elems, ScalarType dtype) { return TestTensor({0}, dtype, capacity_elems); }
+TestTensor TestTensor::output(int64_t capacity_elems, ScalarType dtype) {
+  return TestTensor({0}, dtype, capacity_elems);
+}
 
 TestTensor TestTensor::with_sizes(std::vector<int64_t> sizes, ScalarType dtype, size_t capacity_bytes) {
   TestTensor r;

@@ -89,8 +89,8 @@ class Args {
 class PreparedKernel {
  public:
   PreparedKernel(const char* op, const Args& args, std::vector<Tensor*> outputs, int32_t tier, Isa isa);
-  PreparedKernel(const char* op, const std::vector<ScalarType>& dtypes, const Args& args,
-                 std::vector<Tensor*> outputs, int32_t tier, Isa isa);
+  PreparedKernel(const char* op, const std::vector<ScalarType>& dtypes, const Args& args, std::vector<Tensor*> outputs,
+                 int32_t tier, Isa isa);
   ~PreparedKernel();
   PreparedKernel(const PreparedKernel&) = delete;
   PreparedKernel& operator=(const PreparedKernel&) = delete;

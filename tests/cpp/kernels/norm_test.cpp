@@ -37,14 +37,13 @@ void check(std::vector<int64_t> shape, int normalized_dims, bool weight, bool bi
   for (int64_t s : shape) what += format("%lld ", (long long)s);
   what += format("] over %d dims, weight %d bias %d", normalized_dims, weight, bias);
   const int ran = expect_tiers_match(what, "aten::layer_norm.default", args, {x.numel()}, kNormTol);
-  KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels", what.c_str(),
-              ran);
+  KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels",
+              what.c_str(), ran);
 }
 
 KILN_TEST(layer_norm_matches_reference) {
   for (int64_t n : {1, 2, 3, 15, 16, 17, 33, 384, 576, 1000, 4097})
-    for (int64_t rows : {1, 5})
-      check({rows, n}, 1, true, true, true);
+    for (int64_t rows : {1, 5}) check({rows, n}, 1, true, true, true);
   check({1, 128, 384}, 1, true, true, false, 1e-12);  // MiniLM
   check({2, 7, 9}, 2, true, true, true);
   check({3, 31}, 1, false, false, true);
@@ -89,7 +88,8 @@ KILN_TEST(layer_norm_rows_far_from_zero) {
       Args args = layer_norm_plain(x, n, 1e-5);
       const std::string what = format("layer_norm of constant rows %g n=%lld", c, (long long)n);
       KILN_EXPECT(expect_every_tier_close(what, "aten::layer_norm.default", args, zeros.data(), x.numel(),
-                                          Tolerance{0, 0}) == levels, "%s: not every level ran", what.c_str());
+                                          Tolerance{0, 0}) == levels,
+                  "%s: not every level ran", what.c_str());
     }
   }
   for (float offset : {1e5f, -2.5e4f, 3e6f}) {
@@ -100,8 +100,9 @@ KILN_TEST(layer_norm_rows_far_from_zero) {
       const std::vector<float> want = layer_norm_f64(x, n, 1e-5);
       Args args = layer_norm_plain(x, n, 1e-5);
       const std::string what = format("layer_norm of rows %g + noise n=%lld", offset, (long long)n);
-      KILN_EXPECT(expect_every_tier_close(what, "aten::layer_norm.default", args, want.data(), x.numel(), kNormTol) ==
-                      levels, "%s: not every level ran", what.c_str());
+      KILN_EXPECT(
+          expect_every_tier_close(what, "aten::layer_norm.default", args, want.data(), x.numel(), kNormTol) == levels,
+          "%s: not every level ran", what.c_str());
     }
   }
 }

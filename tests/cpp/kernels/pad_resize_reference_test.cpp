@@ -56,8 +56,7 @@ KILN_TEST(portable_constant_pad_nd) {
     TestTensor y = out(ScalarType::Int64);
     Args a;
     a.tensor(n).ints({1, 2}).d(1e30);  // saturates, as a cast of the value would in a float program
-    KILN_EXPECT(run_portable(kPad, a, {&y}).is_ok() &&
-                    equals_i(y, {INT64_MAX, 5, -6, INT64_MAX, INT64_MAX}),
+    KILN_EXPECT(run_portable(kPad, a, {&y}).is_ok() && equals_i(y, {INT64_MAX, 5, -6, INT64_MAX, INT64_MAX}),
                 "pad i64 with a value beyond its range");
   }
   {
@@ -144,9 +143,9 @@ KILN_TEST(portable_upsample) {
     Args a;
     a.tensor(x).ints({5, 7}).b(true).none().none();
     KILN_EXPECT(run_portable(kBilinear, a, {&y}).is_ok() && has_shape(y, {1, 2, 5, 7}), "bilinear shape");
-    KILN_EXPECT(y.f()[0] == 0 && y.f()[6] == 3 && y.f()[28] == 8 && y.f()[34] == 11 &&
-                    std::abs(y.f()[7 + 1] - 2.5f) < 1e-6f,
-                "bilinear align_corners values %g %g %g %g %g", y.f()[0], y.f()[6], y.f()[28], y.f()[34], y.f()[8]);
+    KILN_EXPECT(
+        y.f()[0] == 0 && y.f()[6] == 3 && y.f()[28] == 8 && y.f()[34] == 11 && std::abs(y.f()[7 + 1] - 2.5f) < 1e-6f,
+        "bilinear align_corners values %g %g %g %g %g", y.f()[0], y.f()[6], y.f()[28], y.f()[34], y.f()[8]);
   }
   for (const char* op : {kNearest, kBilinear}) {
     auto args = [&](TestTensor& in, std::vector<int64_t> size) {
@@ -410,8 +409,8 @@ KILN_TEST(portable_sort_cumprod_var_group_norm) {
     TestTensor y = out();
     Args a;
     a.tensor(x).ints({1}).d(0).b(false);
-    KILN_EXPECT(run_portable("aten::var.correction", a, {&y}).is_ok() &&
-                    std::abs(y.f()[0] - 2.0f / 3) < 1e-6f && std::abs(y.f()[1] - 2.0f / 3) < 1e-6f,
+    KILN_EXPECT(run_portable("aten::var.correction", a, {&y}).is_ok() && std::abs(y.f()[0] - 2.0f / 3) < 1e-6f &&
+                    std::abs(y.f()[1] - 2.0f / 3) < 1e-6f,
                 "var correction 0");
     Args b;
     b.tensor(x).none().none().b(true);
@@ -446,8 +445,7 @@ KILN_TEST(portable_sort_cumprod_var_group_norm) {
     expect_rejected("group_norm 0 groups", "aten::group_norm.default", args(0, nullptr, 0), {&y}, "divide");
     expect_rejected("group_norm 3 groups of 4 channels", "aten::group_norm.default", args(3, nullptr, 0), {&y},
                     "divide");
-    expect_rejected("group_norm INT64_MIN groups", "aten::group_norm.default", args(kMin, nullptr, 0), {&y},
-                    "divide");
+    expect_rejected("group_norm INT64_MIN groups", "aten::group_norm.default", args(kMin, nullptr, 0), {&y}, "divide");
     expect_rejected("group_norm weight of 3", "aten::group_norm.default", args(2, &b3, 0), {&y}, "weight must be");
     // ATen takes any eps (a negative one gives NaN where it exceeds the variance), NaN is refused.
     KILN_EXPECT(run_portable("aten::group_norm.default", args(2, nullptr, -1e-3), {&y}).is_ok() &&

@@ -81,7 +81,8 @@ KILN_TEST(portable_pools) {
         for (int j = w0; j < w1; ++j) s += x.f()[i * 5 + j];
       return s / ((h1 - h0) * (w1 - w0));
     };
-    const float want[] = {avg(0, 2, 0, 3), avg(0, 2, 2, 5), avg(1, 4, 0, 3), avg(1, 4, 2, 5), avg(3, 5, 0, 3), avg(3, 5, 2, 5)};
+    const float want[] = {avg(0, 2, 0, 3), avg(0, 2, 2, 5), avg(1, 4, 0, 3),
+                          avg(1, 4, 2, 5), avg(3, 5, 0, 3), avg(3, 5, 2, 5)};
     KILN_EXPECT(has_shape(y, {1, 1, 3, 2}), "adaptive shape");
     expect_close("adaptive_avg_pool2d", y.f(), want, 6, kNaive);
     expect_tiers_agree("adaptive_avg_pool2d", kAdaptive, a, 6, kSumTol);
@@ -164,7 +165,8 @@ KILN_TEST(portable_pools_hostile_windows) {
     Args a;
     a.tensor(x).ints({kHuge, 0});
     const Status s = run_portable(kAdaptive, a, {&y});
-    KILN_EXPECT(s.is_ok() && has_shape(y, {1, 1, kHuge, 0}), "adaptive_avg_pool2d [2^40, 0]: %s", s.to_string().c_str());
+    KILN_EXPECT(s.is_ok() && has_shape(y, {1, 1, kHuge, 0}), "adaptive_avg_pool2d [2^40, 0]: %s",
+                s.to_string().c_str());
     // More outputs than inputs: overlapping regions, compared with the formula.
     Args b;
     b.tensor(x).ints({7, 3});

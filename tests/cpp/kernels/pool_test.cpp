@@ -29,8 +29,8 @@ TestTensor input(const std::vector<int64_t>& shape, bool specials) {
 }
 
 void expect_ran(int ran, const std::string& what) {
-  KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels", what.c_str(),
-              ran);
+  KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels",
+              what.c_str(), ran);
 }
 
 KILN_TEST(adaptive_avg_pool2d_matches_reference) {
@@ -38,14 +38,14 @@ KILN_TEST(adaptive_avg_pool2d_matches_reference) {
     std::vector<int64_t> shape;
     int64_t oh, ow;
   };
-  const Case cases[] = {{{1, 96, 16, 16}, 1, 1}, {{1, 576, 4, 4}, 1, 1}, {{2, 3, 7, 9}, 1, 1},  {{5, 1, 1}, 1, 1},
-                        {{1, 4, 13, 17}, 3, 5},  {{3, 10, 10}, 4, 4},   {{1, 2, 5, 5}, 7, 6},  {{1, 3, 33, 65}, 2, 1}};
+  const Case cases[] = {{{1, 96, 16, 16}, 1, 1}, {{1, 576, 4, 4}, 1, 1}, {{2, 3, 7, 9}, 1, 1}, {{5, 1, 1}, 1, 1},
+                        {{1, 4, 13, 17}, 3, 5},  {{3, 10, 10}, 4, 4},    {{1, 2, 5, 5}, 7, 6}, {{1, 3, 33, 65}, 2, 1}};
   for (const Case& c : cases) {
     TestTensor x = input(c.shape, false);
     Args args;
     args.tensor(x).ints({c.oh, c.ow});
-    const std::string what = format("adaptive_avg_pool2d [%s] -> %lldx%lld", shape_str(c.shape).c_str(),
-                                    (long long)c.oh, (long long)c.ow);
+    const std::string what =
+        format("adaptive_avg_pool2d [%s] -> %lldx%lld", shape_str(c.shape).c_str(), (long long)c.oh, (long long)c.ow);
     expect_ran(expect_tiers_match(what, "aten::adaptive_avg_pool2d.default", args, {x.numel() * 50}, kSumTol), what);
   }
 }
@@ -55,15 +55,12 @@ struct Window {
   bool ceil;
 };
 const Window kWindows[] = {
-    {{1, 8, 16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},   // ResNet stem
-    {{1, 8, 16, 16}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
-    {{2, 3, 17, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
-    {{2, 3, 17, 19}, {3, 2}, {2, 3}, {1, 0}, {1, 1}, true},
-    {{3, 11, 23}, {5, 5}, {3, 3}, {2, 2}, {1, 1}, true},
-    {{1, 2, 9, 9}, {3, 3}, {}, {0, 0}, {1, 1}, true},          // stride defaults to the kernel
-    {{1, 2, 20, 21}, {3, 3}, {1, 2}, {1, 1}, {2, 3}, false},   // dilation (max_pool2d only)
-    {{1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},
-    {{1, 4, 40, 70}, {4, 4}, {4, 4}, {2, 2}, {1, 1}, true},
+    {{1, 8, 16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // ResNet stem
+    {{1, 8, 16, 16}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, {{2, 3, 17, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+    {{2, 3, 17, 19}, {3, 2}, {2, 3}, {1, 0}, {1, 1}, true},  {{3, 11, 23}, {5, 5}, {3, 3}, {2, 2}, {1, 1}, true},
+    {{1, 2, 9, 9}, {3, 3}, {}, {0, 0}, {1, 1}, true},         // stride defaults to the kernel
+    {{1, 2, 20, 21}, {3, 3}, {1, 2}, {1, 1}, {2, 3}, false},  // dilation (max_pool2d only)
+    {{1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},   {{1, 4, 40, 70}, {4, 4}, {4, 4}, {2, 2}, {1, 1}, true},
 };
 
 KILN_TEST(max_pool2d_matches_reference) {
@@ -83,8 +80,10 @@ KILN_TEST(avg_pool2d_matches_reference) {
       TestTensor x = input(c.shape, false);
       Args args;
       args.tensor(x).ints(c.kernel).ints(c.stride).ints(c.pad).b(c.ceil).b(mode == 0);
-      if (mode == 2) args.i(3);
-      else args.none();
+      if (mode == 2)
+        args.i(3);
+      else
+        args.none();
       const std::string what =
           format("avg_pool2d [%s] k %lld mode %d", shape_str(c.shape).c_str(), (long long)c.kernel[0], mode);
       expect_ran(expect_tiers_match(what, "aten::avg_pool2d.default", args, {x.numel()}, kSumTol), what);

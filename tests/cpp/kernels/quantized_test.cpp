@@ -40,21 +40,27 @@ QWeight random_weight(const std::string& scheme, int64_t n, int64_t k, int64_t g
   w.mins = TestTensor({n, k / group}, ScalarType::Float16, -1, true);
   for (int64_t i = 0; i < w.scales.numel(); ++i) {
     w.scales.t.data_as<uint16_t>()[i] = four ? random_half(10, 11) : random_half(6, 7);  // 2^-5..2^-3, 2^-9..2^-7
-    w.mins.t.data_as<uint16_t>()[i] = random_half(12, 14);                                // 2^-3..1
+    w.mins.t.data_as<uint16_t>()[i] = random_half(12, 14);                               // 2^-3..1
   }
   return w;
 }
 
 void weight_args(Args& args, QWeight& w) {
   args.tensor(w.q).tensor(w.scales);
-  if (w.has_mins()) args.tensor(w.mins); else args.none();
+  if (w.has_mins())
+    args.tensor(w.mins);
+  else
+    args.none();
 }
 
 Args linear_args(TestTensor& x, QWeight& w, TestTensor* bias, const char* compute = "float32") {
   Args args;
   args.tensor(x);
   weight_args(args, w);
-  if (bias != nullptr) args.tensor(*bias); else args.none();
+  if (bias != nullptr)
+    args.tensor(*bias);
+  else
+    args.none();
   args.str(w.scheme.c_str()).i(w.group).str(compute);
   return args;
 }
@@ -70,7 +76,7 @@ struct Case {
   std::string scheme;
   int64_t group;  // 0: the row length (q8_0 per output channel)
 };
-const Case kCases[] = {{"q8_0", 32}, {"q8_0", 64}, {"q8_0", 0}, {"q4_0", 32}, {"q4_0", 64},
+const Case kCases[] = {{"q8_0", 32},  {"q8_0", 64}, {"q8_0", 0},  {"q4_0", 32}, {"q4_0", 64},
                        {"q4_0", 128}, {"q4_1", 32}, {"q4_1", 64}, {"q4_1", 128}};
 
 // (m, n, k in groups): one row (decode) and the row counts around the gemv limit (2 on AVX2 and the
@@ -79,9 +85,9 @@ const Case kCases[] = {{"q8_0", 32}, {"q8_0", 64}, {"q8_0", 0}, {"q4_0", 32}, {"
 struct Shape {
   int64_t m, n, groups;
 };
-const Shape kShapes[] = {{1, 1, 1},   {1, 7, 3},    {1, 33, 2},  {2, 31, 5},   {3, 17, 4},  {4, 64, 2},
-                         {5, 9, 3},   {7, 100, 1},  {8, 32, 6},  {1, 3, 64},   {64, 65, 3}, {65, 257, 2},
-                         {13, 16, 9}, {1, 576, 9},  {2, 8, 17},  {33, 1, 4}};
+const Shape kShapes[] = {{1, 1, 1},   {1, 7, 3},   {1, 33, 2}, {2, 31, 5}, {3, 17, 4},  {4, 64, 2},
+                         {5, 9, 3},   {7, 100, 1}, {8, 32, 6}, {1, 3, 64}, {64, 65, 3}, {65, 257, 2},
+                         {13, 16, 9}, {1, 576, 9}, {2, 8, 17}, {33, 1, 4}};
 
 KILN_TEST(quantized_linear_matches_reference) {
   for (const Case& c : kCases) {
@@ -147,7 +153,8 @@ KILN_TEST(quantized_linear_decodes_weights_exactly) {
       TestTensor x({m, k});
       for (int64_t i = 0; i < m; ++i) x.f()[i * k + (i * 37 + 11) % k] = 1.0f;
       Args args = linear_args(x, w, nullptr);
-      const std::string what = format("%s group %lld one-hot m=%lld", c.scheme.c_str(), (long long)w.group, (long long)m);
+      const std::string what =
+          format("%s group %lld one-hot m=%lld", c.scheme.c_str(), (long long)w.group, (long long)m);
       const int ran = expect_tiers_match(what, kLinear, args, {m * n}, Tolerance{0, 0});
       KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
     }
@@ -163,8 +170,8 @@ KILN_TEST(quantized_linear_nan_and_infinity_reach_their_rows) {
     TestTensor xm({m, 64});
     std::memcpy(xm.f(), x.f(), static_cast<size_t>(m * 64) * sizeof(float));
     Args args = linear_args(xm, w, nullptr);
-    const int ran = expect_tiers_match(format("q4_1 NaN/inf m=%lld", (long long)m), kLinear, args, {m * 40},
-                                       tolerance(64));
+    const int ran =
+        expect_tiers_match(format("q4_1 NaN/inf m=%lld", (long long)m), kLinear, args, {m * 40}, tolerance(64));
     KILN_EXPECT(ran == kLevels, "NaN rows: ran at %d levels", ran);
   }
 }
@@ -193,7 +200,9 @@ KILN_TEST(quantized_linear_infinities_and_large_values_like_the_reference) {
         }
         Args args = linear_args(x, w, nullptr);
         const std::string what = format("%s group %lld m=%lld %s", c.scheme.c_str(), (long long)w.group, (long long)m,
-                                        variant == 0 ? "inf" : variant == 1 ? "-inf and inf" : "3e36");
+                                        variant == 0   ? "inf"
+                                        : variant == 1 ? "-inf and inf"
+                                                       : "3e36");
         const int ran = expect_tiers_match(what, kLinear, args, {m * n}, tolerance(k));
         KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
       }
@@ -211,13 +220,16 @@ KILN_TEST(quantized_embedding_matches_reference) {
         TestTensor idx({2, 3}, dtype);
         const int64_t rows[] = {0, 49, 7, 7, 23, 1};
         for (int i = 0; i < 6; ++i) {
-          if (dtype == ScalarType::Int64) idx.t.data_as<int64_t>()[i] = rows[i];
-          else idx.t.data_as<int32_t>()[i] = static_cast<int32_t>(rows[i]);
+          if (dtype == ScalarType::Int64)
+            idx.t.data_as<int64_t>()[i] = rows[i];
+          else
+            idx.t.data_as<int32_t>()[i] = static_cast<int32_t>(rows[i]);
         }
         Args args;
         weight_args(args, w);
         args.tensor(idx).str(c.scheme.c_str()).i(group);
-        const std::string what = format("embedding %s group %lld k=%lld", c.scheme.c_str(), (long long)group, (long long)k);
+        const std::string what =
+            format("embedding %s group %lld k=%lld", c.scheme.c_str(), (long long)group, (long long)k);
         const int ran = expect_tiers_match(what, kEmbedding, args, {6 * k}, Tolerance{0, 0});
         KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
       }

@@ -33,13 +33,17 @@ KILN_TEST(portable_sum_mean) {
         for (int64_t d : dims) red[d < 0 ? d + 4 : d] = true;
         std::vector<int64_t> os;
         for (int d = 0; d < 4; ++d)
-          if (!red[d]) os.push_back(xs[d]);
-          else if (keep) os.push_back(1);
+          if (!red[d])
+            os.push_back(xs[d]);
+          else if (keep)
+            os.push_back(1);
         KILN_EXPECT(has_shape(y, os), "reduce shape %s", describe(y.t).c_str());
         int64_t n = 1, count = 1;
         for (int d = 0; d < 4; ++d)
-          if (!red[d]) n *= xs[d];
-          else count *= xs[d];
+          if (!red[d])
+            n *= xs[d];
+          else
+            count *= xs[d];
         std::vector<double> acc(n, 0.0);
         for (int64_t i = 0; i < 120; ++i) {
           auto idx = unravel(i, xs);
@@ -155,7 +159,8 @@ KILN_TEST(portable_dim_reductions) {
     TestTensor z = iota_f32({2, 3, 2});
     Args c;
     c.tensor(z).ints({0, 2}).b(false);
-    KILN_EXPECT(run_portable("aten::amin.default", c, {&y}).is_ok() && equals_f(y, {0, 2, 4}), "amin over dims 0 and 2");
+    KILN_EXPECT(run_portable("aten::amin.default", c, {&y}).is_ok() && equals_f(y, {0, 2, 4}),
+                "amin over dims 0 and 2");
     Args d;
     d.tensor(z).ints({0, 0}).b(false);
     expect_rejected("amin with a repeated dim", "aten::amin.default", d, {&y}, "more than once");
@@ -205,9 +210,9 @@ KILN_TEST(portable_dim_reductions) {
     std::memcpy(c.t.data(), cv, sizeof cv);
     Args a;
     a.tensor(c).i(1).none();
-    KILN_EXPECT(run_portable(kCumsum, a, {&yi}).is_ok() &&
-                    equals_i(yi, {1, 3, 6, INT32_MAX, INT32_MAX + 1LL, INT32_MAX - 4LL}),
-                "cumsum i32 -> i64");
+    KILN_EXPECT(
+        run_portable(kCumsum, a, {&yi}).is_ok() && equals_i(yi, {1, 3, 6, INT32_MAX, INT32_MAX + 1LL, INT32_MAX - 4LL}),
+        "cumsum i32 -> i64");
     TestTensor f = iota_f32({2, 3});
     Args b;
     b.tensor(f).i(0).i(static_cast<int64_t>(ScalarType::Float32));

@@ -13,9 +13,16 @@ KILN_TEST(mean_trailing_dims_matches_reference) {
     bool keepdim;
   };
   const Case cases[] = {
-      {{1, 37, 576}, {-1}, true},  {{1, 1, 576}, {2}, true},     {{3, 7}, {1}, false},  {{5, 1}, {-1}, true},
-      {{2, 3, 4, 5}, {2, 3}, false}, {{2, 3, 4, 5}, {3, 2}, true}, {{1, 96, 4, 4}, {-1, -2}, true},
-      {{4, 17}, {-1}, false},      {{2, 40000}, {1}, false},     {{6}, {0}, false},
+      {{1, 37, 576}, {-1}, true},
+      {{1, 1, 576}, {2}, true},
+      {{3, 7}, {1}, false},
+      {{5, 1}, {-1}, true},
+      {{2, 3, 4, 5}, {2, 3}, false},
+      {{2, 3, 4, 5}, {3, 2}, true},
+      {{1, 96, 4, 4}, {-1, -2}, true},
+      {{4, 17}, {-1}, false},
+      {{2, 40000}, {1}, false},
+      {{6}, {0}, false},
   };
   for (const Case& c : cases) {
     TestTensor x = TestTensor::random(c.shape, false, -2.0f, 3.0f);

@@ -78,7 +78,8 @@ inline void expect_tiers_agree(const std::string& what, const char* op, const Ar
                                Tolerance tol, bool may_decline = false) {
   const int ran = expect_tiers_match(what, op, args, {capacity}, tol, may_decline);
   const int levels = static_cast<int>(supported_isas().size());
-  KILN_EXPECT(may_decline || ran == levels, "%s: the optimized kernel ran at %d of %d levels", what.c_str(), ran, levels);
+  KILN_EXPECT(may_decline || ran == levels, "%s: the optimized kernel ran at %d of %d levels", what.c_str(), ran,
+              levels);
 }
 
 // ---- naive references
@@ -129,7 +130,9 @@ inline const ActivationCase kActivationCases[] = {
     {"clamp", -1e300, 0.5, [](double v, double, double hi) { return std::min(v, hi); }},  // beyond float: unbounded
     {"gelu", 0, 0, [](double v, double, double) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
     {"gelu_tanh", 0, 0,
-     [](double v, double, double) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }},
+     [](double v, double, double) {
+       return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+     }},
     {"silu", 0, 0, [](double v, double, double) { return v / (1 + std::exp(-v)); }},
     {"sigmoid", 0, 0, [](double v, double, double) { return 1 / (1 + std::exp(-v)); }},
     {"tanh", 0, 0, [](double v, double, double) { return std::tanh(v); }},

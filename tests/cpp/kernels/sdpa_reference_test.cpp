@@ -40,7 +40,8 @@ KILN_TEST(portable_sdpa) {
   TestTensor q = TestTensor::random({B, H, L, E}), k = TestTensor::random({B, Hkv, S, E});
   TestTensor v = TestTensor::random({B, Hkv, S, Ev}), mask({L, S}, ScalarType::Bool);
   for (int64_t l = 0; l < L; ++l)
-    for (int64_t s = 0; s < S; ++s) mask.t.data_as<uint8_t>()[l * S + s] = (s + l) % 3 != 0 && l != 2;  // row 2 fully masked
+    for (int64_t s = 0; s < S; ++s)
+      mask.t.data_as<uint8_t>()[l * S + s] = (s + l) % 3 != 0 && l != 2;  // row 2 fully masked
   for (int variant = 0; variant < 3; ++variant) {
     const bool causal = variant == 1, with_mask = variant == 2;
     TestTensor y = out();

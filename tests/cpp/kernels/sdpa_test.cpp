@@ -23,7 +23,7 @@ struct Case {
   bool batched = true, causal = false, gqa = false;
   std::vector<int64_t> mask_shape;  // empty: no mask
   bool bool_mask = true;
-  double scale = -1;                // < 0: default
+  double scale = -1;  // < 0: default
   bool nan_query = false;
 };
 
@@ -63,22 +63,26 @@ void check(const Case& c, const char* what) {
   }
   Args args;
   args.tensor(q).tensor(k).tensor(v);
-  if (c.mask_shape.empty()) args.none();
-  else args.tensor(mask);
+  if (c.mask_shape.empty())
+    args.none();
+  else
+    args.tensor(mask);
   args.d(0.0).b(c.causal);
-  if (c.scale < 0) args.none();
-  else args.d(c.scale);
+  if (c.scale < 0)
+    args.none();
+  else
+    args.d(c.scale);
   args.b(c.gqa);
-  std::string name = format("sdpa %s: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what, (long long)c.b,
-                            (long long)c.h, (long long)c.hkv, (long long)c.l, (long long)c.s, (long long)c.e,
-                            (long long)c.ev);
+  std::string name =
+      format("sdpa %s: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what, (long long)c.b, (long long)c.h,
+             (long long)c.hkv, (long long)c.l, (long long)c.s, (long long)c.e, (long long)c.ev);
   if (!c.mask_shape.empty()) {
     name += " mask [";
     for (int64_t d : c.mask_shape) name += format(" %lld", (long long)d);
     name += " ]";
   }
-  const int ran = expect_tiers_match(name, "aten::scaled_dot_product_attention.default", args,
-                                     {c.b * c.h * c.l * c.ev}, kSdpaTol);
+  const int ran =
+      expect_tiers_match(name, "aten::scaled_dot_product_attention.default", args, {c.b * c.h * c.l * c.ev}, kSdpaTol);
   KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels",
               name.c_str(), ran);
 }
@@ -119,8 +123,8 @@ KILN_TEST(sdpa_tile_edges_match_reference) {
 }
 
 KILN_TEST(sdpa_masks_match_reference) {
-  const std::vector<std::vector<int64_t>> shapes = {{9, 70}, {1, 70}, {2, 1, 9, 70}, {1, 4, 9, 70}, {4, 1, 70},
-                                                    {2, 4, 1, 1}, {70}, {2, 4, 9, 70}};
+  const std::vector<std::vector<int64_t>> shapes = {{9, 70},    {1, 70},      {2, 1, 9, 70}, {1, 4, 9, 70},
+                                                    {4, 1, 70}, {2, 4, 1, 1}, {70},          {2, 4, 9, 70}};
   for (const auto& shape : shapes)
     for (bool boolean : {true, false}) {
       Case c;

@@ -86,7 +86,8 @@ KILN_TEST(portable_copy_ops) {
     TestTensor a = TestTensor::random({2, 1, 4}), b = TestTensor::random({2, 2, 4}), empty({0}), y = out();
     Args args;
     args.tensors({&a, &empty, &b}).i(-2);
-    KILN_EXPECT(run_portable(kCat, args, {&y}).is_ok() && has_shape(y, {2, 3, 4}), "cat shape %s", describe(y.t).c_str());
+    KILN_EXPECT(run_portable(kCat, args, {&y}).is_ok() && has_shape(y, {2, 3, 4}), "cat shape %s",
+                describe(y.t).c_str());
     bool ok = true;
     for (int i = 0; i < 2; ++i) {
       for (int k = 0; k < 4; ++k) ok &= y.f()[(i * 3 + 0) * 4 + k] == a.f()[i * 4 + k];
@@ -147,8 +148,14 @@ KILN_TEST(portable_copy_ops) {
 KILN_TEST(portable_shape_ops_hostile_arguments) {
   TestTensor x = TestTensor::random({2, 3, 4});
   // view: products of file sizes, -1 inference.
-  for (auto sz : std::vector<std::vector<int64_t>>{{kBig, kBig}, {-1, kBig}, {kHuge, kHuge, 0}, {0, kHuge, kHuge},
-                                                   {-1, 0}, {-1, -1}, {-2, 12}, {INT64_MIN, 1},
+  for (auto sz : std::vector<std::vector<int64_t>>{{kBig, kBig},
+                                                   {-1, kBig},
+                                                   {kHuge, kHuge, 0},
+                                                   {0, kHuge, kHuge},
+                                                   {-1, 0},
+                                                   {-1, -1},
+                                                   {-2, 12},
+                                                   {INT64_MIN, 1},
                                                    {1, 1, 1, 1, 1, 1, 1, 1, 24}}) {
     TestTensor y = out();
     Args a;
@@ -174,8 +181,14 @@ KILN_TEST(portable_shape_ops_hostile_arguments) {
   {
     // expand: sizes from the file.
     TestTensor a = TestTensor::random({3, 1});
-    for (auto sz : std::vector<std::vector<int64_t>>{{kBig, 3, 4}, {kHuge, kHuge, 3, 4}, {kHuge, 0, 3, kHuge},
-                                                     {-1, 3, 4}, {3, kBig}, {3, -2}, {4, 1}, {1, 1, 1, 1, 1, 1, 1, 3, 4}}) {
+    for (auto sz : std::vector<std::vector<int64_t>>{{kBig, 3, 4},
+                                                     {kHuge, kHuge, 3, 4},
+                                                     {kHuge, 0, 3, kHuge},
+                                                     {-1, 3, 4},
+                                                     {3, kBig},
+                                                     {3, -2},
+                                                     {4, 1},
+                                                     {1, 1, 1, 1, 1, 1, 1, 3, 4}}) {
       TestTensor y = out();
       Args args;
       args.tensor(a).ints(sz).b(false);
@@ -239,8 +252,8 @@ KILN_TEST(portable_shape_ops_hostile_arguments) {
     tr.tensor(x).i(0).i(v);
     expect_rejected(format("transpose dim %lld", (long long)v), "aten::transpose.int", tr, {&y});
   }
-  for (auto dims : std::vector<std::vector<int64_t>>{{0, 1, 1}, {0, 1}, {0, 1, 2, 3}, {0, 1, -1 - 3}, {2, -1, 0},
-                                                     {kBig, 0, 1}}) {
+  for (auto dims :
+       std::vector<std::vector<int64_t>>{{0, 1, 1}, {0, 1}, {0, 1, 2, 3}, {0, 1, -1 - 3}, {2, -1, 0}, {kBig, 0, 1}}) {
     TestTensor y = out();
     Args a;
     a.tensor(x).ints(dims);

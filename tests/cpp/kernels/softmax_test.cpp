@@ -23,9 +23,9 @@ constexpr Tolerance kLogSoftmaxTol{2e-6f, 2e-6f};
 void check(std::vector<int64_t> shape, int64_t dim, bool specials) {
   TestTensor x = TestTensor::random(shape, false, -8.0f, 8.0f);
   if (specials && x.numel() >= 8) {
-    x.f()[0] = -kInf;                                // one masked entry
+    x.f()[0] = -kInf;  // one masked entry
     x.f()[x.numel() / 2] = -kInf;
-    if (shape.back() >= 2 && dim == -1) {            // a fully masked row (the second one, if any)
+    if (shape.back() >= 2 && dim == -1) {  // a fully masked row (the second one, if any)
       const int64_t n = shape.back();
       if (x.numel() >= 2 * n)
         for (int64_t i = n; i < 2 * n; ++i) x.f()[i] = -kInf;
@@ -37,16 +37,16 @@ void check(std::vector<int64_t> shape, int64_t dim, bool specials) {
     args.tensor(x).i(dim).b(false);
     std::string shape_text;
     for (int64_t s : shape) shape_text += format("%lld ", (long long)s);
-    const int ran = expect_tiers_match(format("%s [%s] dim=%lld", op, shape_text.c_str(), (long long)dim), op, args,
-                                       {x.numel()}, std::string(op).find("log") != std::string::npos ? kLogSoftmaxTol : kSoftmaxTol);
+    const int ran =
+        expect_tiers_match(format("%s [%s] dim=%lld", op, shape_text.c_str(), (long long)dim), op, args, {x.numel()},
+                           std::string(op).find("log") != std::string::npos ? kLogSoftmaxTol : kSoftmaxTol);
     KILN_EXPECT(ran == static_cast<int>(supported_isas().size()), "%s: the optimized kernel ran at %d levels", op, ran);
   }
 }
 
 KILN_TEST(softmax_last_dim_matches_reference) {
   for (int64_t n : {1, 2, 7, 15, 16, 17, 31, 33, 100, 128, 257, 1000, 4099, 50000})
-    for (int64_t rows : {1, 3, 12})
-      check({rows, n}, -1, true);
+    for (int64_t rows : {1, 3, 12}) check({rows, n}, -1, true);
   check({1, 12, 128, 128}, -1, true);  // MiniLM's attention probabilities
   check({5}, 0, false);
   check({}, 0, false);
@@ -96,7 +96,8 @@ KILN_TEST(log_softmax_of_large_logits) {
       args.tensor(x).i(-1).b(false);
       const std::string what = format("log_softmax of %g + [-20, 20] n=%lld", offset, (long long)n);
       KILN_EXPECT(expect_every_tier_close(what, "aten::_log_softmax.default", args, want.data(), x.numel(),
-                                          kLogSoftmaxTol) == levels, "%s: not every level ran", what.c_str());
+                                          kLogSoftmaxTol) == levels,
+                  "%s: not every level ran", what.c_str());
     }
   }
   // Along a strided dim: the columns kernel.
@@ -108,7 +109,8 @@ KILN_TEST(log_softmax_of_large_logits) {
     args.tensor(x).i(1).b(false);
     const std::string what = format("log_softmax of %g + [-20, 20] over dim 1 of [2, 300, 19]", offset);
     KILN_EXPECT(expect_every_tier_close(what, "aten::_log_softmax.default", args, want.data(), x.numel(),
-                                        kLogSoftmaxTol) == levels, "%s: not every level ran", what.c_str());
+                                        kLogSoftmaxTol) == levels,
+                "%s: not every level ran", what.c_str());
   }
 }
 

@@ -53,8 +53,9 @@ KILN_TEST(pow_tensor_scalar_matches_reference) {
   for (double e : {2.0, 3.0, 0.5, 1.0, -1.0, -2.0, 0.0})
     check("aten::pow.Tensor_Scalar", kExact, -20.0f, 20.0f, [=](Args& a) { a.d(e); }, format(" e=%g", e).c_str());
   for (double e : {4.0, 5.0, 7.0, 16.0, -0.5, 2.5, 17.0, -3.0})
-    check("aten::pow.Tensor_Scalar", Tolerance{1e-6f, 1e-38f}, -4.0f, 4.0f, [=](Args& a) { a.d(e); },
-          format(" e=%g", e).c_str());
+    check(
+        "aten::pow.Tensor_Scalar", Tolerance{1e-6f, 1e-38f}, -4.0f, 4.0f, [=](Args& a) { a.d(e); },
+        format(" e=%g", e).c_str());
   check("aten::pow.Tensor_Scalar", kExact, -4.0f, 4.0f, [](Args& a) { a.i(2); }, " e=int 2");
 }
 

@@ -63,8 +63,10 @@ const Function kFunctions[] = {
 void apply(const Function& f, Isa isa, const std::vector<float>& x, std::vector<float>& y) {
   y.resize(x.size());
   const int64_t n = static_cast<int64_t>(x.size());
-  if (f.is_activation) kernels::optimized::f32_activation_for(isa).map(f.act, x.data(), y.data(), n, 0, 0);
-  else kernels::optimized::f32_unary_for(isa).map(f.math, x.data(), y.data(), n, 0);
+  if (f.is_activation)
+    kernels::optimized::f32_activation_for(isa).map(f.act, x.data(), y.data(), n, 0, 0);
+  else
+    kernels::optimized::f32_unary_for(isa).map(f.math, x.data(), y.data(), n, 0);
 }
 
 // The spacing of floats at |y| (the smallest subnormal below the normal range).
@@ -95,8 +97,8 @@ std::vector<float> sweep() {
     xs.push_back(v);
     xs.push_back(-v);
   }
-  for (float v : {0.0f, -0.0f, kInf, -kInf, kNaN, -kNaN, 88.72f, 88.73f, 89.0f, -87.3f, -103.9f, -104.0f,
-                  -150.0f, 1e-45f, -1e-45f, 1e-40f, 0.625f, -0.625f, 1.0f, -1.0f, 3.93f, -3.93f, -3.0f, 3.0f})
+  for (float v : {0.0f,    -0.0f,  kInf,    -kInf,  kNaN,   -kNaN,   88.72f, 88.73f, 89.0f, -87.3f, -103.9f, -104.0f,
+                  -150.0f, 1e-45f, -1e-45f, 1e-40f, 0.625f, -0.625f, 1.0f,   -1.0f,  3.93f, -3.93f, -3.0f,   3.0f})
     xs.push_back(v);
   return xs;
 }
@@ -126,8 +128,7 @@ KILN_TEST(vec_math_error_against_float64) {
         if (std::fabs(ref) > std::numeric_limits<float>::max() || std::isinf(want_scalar)) {
           // Overflow, in the math or in the formula: the same infinity as the portable kernel.
           KILN_EXPECT(y[i] == want_scalar || (std::isinf(y[i]) && std::fabs(ref) > 3.4e38),
-                      "%s [%s]: f(%g) = %g, the portable kernel gives %g", f.name, isa_name(isa), x, y[i],
-                      want_scalar);
+                      "%s [%s]: f(%g) = %g, the portable kernel gives %g", f.name, isa_name(isa), x, y[i], want_scalar);
           continue;
         }
         const double err = std::fabs(static_cast<double>(y[i]) - ref);
@@ -141,11 +142,12 @@ KILN_TEST(vec_math_error_against_float64) {
         // No worse than the portable kernel's own float formula by more than max_ulp (absolute
         // below the normal range, or within max_abs for the formulas that cancel).
         const bool ok = err <= scalar_err + f.max_ulp * ulp_at(ref) || err <= kFloatMin || err <= f.max_abs;
-        KILN_EXPECT(ok, "%s [%s]: f(%.9g) = %.9g, float64 gives %.17g (%.2f ulp), the portable formula %.9g",
-                    f.name, isa_name(isa), x, y[i], ref, ulps, want_scalar);
+        KILN_EXPECT(ok, "%s [%s]: f(%.9g) = %.9g, float64 gives %.17g (%.2f ulp), the portable formula %.9g", f.name,
+                    isa_name(isa), x, y[i], ref, ulps, want_scalar);
       }
-      std::printf("  %-8s %-12s max %5.2f ulp at x=%-14.8g max abs %.3g at x=%-12.6g (portable float formula: %.2f ulp)\n",
-                  isa_name(isa), f.name, worst_ulp, worst_ulp_x, worst_abs, worst_abs_x, scalar_ulp);
+      std::printf(
+          "  %-8s %-12s max %5.2f ulp at x=%-14.8g max abs %.3g at x=%-12.6g (portable float formula: %.2f ulp)\n",
+          isa_name(isa), f.name, worst_ulp, worst_ulp_x, worst_abs, worst_abs_x, scalar_ulp);
     }
   }
 }
@@ -157,12 +159,12 @@ KILN_TEST(vec_math_special_values) {
     float x, want;
   };
   const Case cases[] = {
-      {"exp", -kInf, 0.0f},      {"exp", kInf, kInf},         {"exp", -0.0f, 1.0f},       {"exp", 89.0f, kInf},
-      {"exp", -104.0f, 0.0f},    {"tanh", kInf, 1.0f},        {"tanh", -kInf, -1.0f},     {"tanh", -0.0f, -0.0f},
-      {"tanh", 1e-40f, 1e-40f},  {"erf", kInf, 1.0f},         {"erf", -kInf, -1.0f},      {"erf", -0.0f, -0.0f},
-      {"sigmoid", -kInf, 0.0f},  {"sigmoid", kInf, 1.0f},     {"sigmoid", -200.0f, 0.0f}, {"silu", kInf, kInf},
-      {"silu", -200.0f, -0.0f},  {"silu", -kInf, kNaN},       {"gelu", -kInf, kNaN},      {"gelu", kInf, kInf},
-      {"gelu", -20.0f, -0.0f},   {"gelu_tanh", -kInf, kNaN},  {"gelu_tanh", kInf, kInf},  {"hardswish", -kInf, kNaN},
+      {"exp", -kInf, 0.0f},      {"exp", kInf, kInf},          {"exp", -0.0f, 1.0f},        {"exp", 89.0f, kInf},
+      {"exp", -104.0f, 0.0f},    {"tanh", kInf, 1.0f},         {"tanh", -kInf, -1.0f},      {"tanh", -0.0f, -0.0f},
+      {"tanh", 1e-40f, 1e-40f},  {"erf", kInf, 1.0f},          {"erf", -kInf, -1.0f},       {"erf", -0.0f, -0.0f},
+      {"sigmoid", -kInf, 0.0f},  {"sigmoid", kInf, 1.0f},      {"sigmoid", -200.0f, 0.0f},  {"silu", kInf, kInf},
+      {"silu", -200.0f, -0.0f},  {"silu", -kInf, kNaN},        {"gelu", -kInf, kNaN},       {"gelu", kInf, kInf},
+      {"gelu", -20.0f, -0.0f},   {"gelu_tanh", -kInf, kNaN},   {"gelu_tanh", kInf, kInf},   {"hardswish", -kInf, kNaN},
       {"hardswish", kInf, kInf}, {"hardsigmoid", -kInf, 0.0f}, {"hardsigmoid", kInf, 1.0f},
   };
   std::vector<float> x(1), y;
@@ -172,8 +174,8 @@ KILN_TEST(vec_math_special_values) {
         if (std::strcmp(f.name, c.name) != 0) continue;
         x[0] = c.x;
         apply(f, isa, x, y);
-        const bool same = std::isnan(c.want) ? std::isnan(y[0])
-                                             : y[0] == c.want && std::signbit(y[0]) == std::signbit(c.want);
+        const bool same =
+            std::isnan(c.want) ? std::isnan(y[0]) : y[0] == c.want && std::signbit(y[0]) == std::signbit(c.want);
         KILN_EXPECT(same, "%s [%s]: f(%g) = %g, PyTorch gives %g", c.name, isa_name(isa), c.x, y[0], c.want);
       }
       x[0] = kNaN;  // NaN propagates through every function

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   std::printf("CPP copies %zu\n", kiln::runtime_copies().size());
   size_t portable = 0;
   for (const kiln::KernelInfo& k : kiln::registered_kernels()) {
-    if (k.op_name.rfind("one_runtime::", 0) == 0) std::printf("CPP kernel %s %s\n", k.op_name.c_str(), k.library.c_str());
+    if (k.op_name.rfind("one_runtime::", 0) == 0)
+      std::printf("CPP kernel %s %s\n", k.op_name.c_str(), k.library.c_str());
     if (k.op_name == "aten::linear.default") ++portable;
   }
   for (const kiln::BackendInfo& b : kiln::registered_backends()) {

@@ -5,5 +5,6 @@ namespace {
 kiln::Status noop(kiln::KernelContext&, kiln::Span<const kiln::Value* const>, kiln::Span<kiln::Tensor* const>) {
   return kiln::Status::ok();
 }
-const kiln::internal::KernelRegistrar stale(kiln::KernelDef{KILN_ABI_VERSION + 41, "kiln_test::stale.default", "f32", noop});
+const kiln::internal::KernelRegistrar stale(kiln::KernelDef{KILN_ABI_VERSION + 41, "kiln_test::stale.default", "f32",
+                                                            noop});
 }  // namespace

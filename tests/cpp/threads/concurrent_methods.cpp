@@ -101,7 +101,6 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   done.store(true);
   resizer.join();
-  std::printf("%d threads x %d rounds: %d mismatches, %d errors\n", kThreads, rounds, mismatches.load(),
-              errors.load());
+  std::printf("%d threads x %d rounds: %d mismatches, %d errors\n", kThreads, rounds, mismatches.load(), errors.load());
   return mismatches.load() == 0 && errors.load() == 0 ? 0 : 1;
 }

@@ -27,8 +27,8 @@ constexpr int kThreads = 8;
 struct Job {
   std::vector<int32_t> prompt;
   kiln::llm::GenerateOptions options;
-  std::string text;                 // alone
-  std::vector<int32_t> tokens;      // alone
+  std::string text;             // alone
+  std::vector<int32_t> tokens;  // alone
 };
 
 bool is_prefix(const std::string& part, const std::string& whole) {
@@ -129,13 +129,16 @@ int main(int argc, char** argv) {
       if (op < 35) {  // the Method, holding it
         std::lock_guard<kiln::Method> turn(method);
         auto out = method.run({kiln::Tensor::view(inputs[t].data(), in.sizes)});
-        if (!out.ok()) report(errors, "method: " + out.status().to_string());
-        else if (bytes_of(out.value()[0]) != outputs_alone[t]) report(mismatches, "method: another caller's outputs");
+        if (!out.ok())
+          report(errors, "method: " + out.status().to_string());
+        else if (bytes_of(out.value()[0]) != outputs_alone[t])
+          report(mismatches, "method: another caller's outputs");
       } else if (op < 40) {  // the Method without holding it: runs or is refused
         auto out = method.run({kiln::Tensor::view(inputs[t].data(), in.sizes)});
-        if (!out.ok() && out.status().code() != kiln::Error::Busy) report(errors, "method: " + out.status().to_string());
+        if (!out.ok() && out.status().code() != kiln::Error::Busy)
+          report(errors, "method: " + out.status().to_string());
         if (out.ok()) ++busy;  // ran: its outputs may be overwritten once the call returned, so they are not read
-      } else if (op < 65) {  // generate holding the Runner
+      } else if (op < 65) {    // generate holding the Runner
         std::lock_guard<kiln::llm::Runner> turn(runner);
         auto text = runner.generate_from_tokens(job.prompt, job.options);
         if (!text.ok()) {
@@ -152,12 +155,15 @@ int main(int argc, char** argv) {
         auto text = runner.generate_from_tokens(job.prompt, job.options, [&](std::string_view) {
           // A call from inside the call is refused, never run.
           kiln::Status inner = runner.begin(job.prompt, job.options);
-          if (inner.code() != kiln::Error::Busy) report(errors, "a reentrant begin() was not refused: " + inner.to_string());
+          if (inner.code() != kiln::Error::Busy)
+            report(errors, "a reentrant begin() was not refused: " + inner.to_string());
           return true;
         });
         if (!text.ok()) {
-          if (text.status().code() == kiln::Error::Busy) ++busy;
-          else report(errors, "unheld generate: " + text.status().to_string());
+          if (text.status().code() == kiln::Error::Busy)
+            ++busy;
+          else
+            report(errors, "unheld generate: " + text.status().to_string());
         } else if (!is_prefix(text.value(), job.text)) {
           report(mismatches, "unheld generate: another answer than alone");
         }
@@ -199,7 +205,9 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
   for (auto& th : threads) th.join();
-  std::printf("%d calls (%d superseded streams, %d cancelled, %d unheld calls run or refused), %d mismatches, "
-              "%d errors\n", calls, superseded.load(), cancelled.load(), busy.load(), mismatches.load(), errors.load());
+  std::printf(
+      "%d calls (%d superseded streams, %d cancelled, %d unheld calls run or refused), %d mismatches, "
+      "%d errors\n",
+      calls, superseded.load(), cancelled.load(), busy.load(), mismatches.load(), errors.load());
   return mismatches.load() == 0 && errors.load() == 0 ? 0 : 1;
 }

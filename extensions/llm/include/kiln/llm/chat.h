@@ -11,7 +11,7 @@
 namespace kiln::llm {
 
 struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 

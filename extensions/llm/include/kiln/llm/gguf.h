@@ -14,8 +14,19 @@ namespace kiln::llm {
 
 // GGUF metadata value types (the file's own codes).
 enum class GgufType : uint32_t {
-  UInt8 = 0, Int8 = 1, UInt16 = 2, Int16 = 3, UInt32 = 4, Int32 = 5, Float32 = 6, Bool = 7,
-  String = 8, Array = 9, UInt64 = 10, Int64 = 11, Float64 = 12,
+  UInt8 = 0,
+  Int8 = 1,
+  UInt16 = 2,
+  Int16 = 3,
+  UInt32 = 4,
+  Int32 = 5,
+  Float32 = 6,
+  Bool = 7,
+  String = 8,
+  Array = 9,
+  UInt64 = 10,
+  Int64 = 11,
+  Float64 = 12,
 };
 
 // One metadata value. Integers and bools are in `i` (UInt64 above INT64_MAX is
@@ -32,16 +43,18 @@ struct GgufValue {
   std::vector<std::string> strings;
   uint64_t array_size = 0;
 
-  bool is_int() const noexcept { return type <= GgufType::Int32 || type == GgufType::UInt64 || type == GgufType::Int64 || type == GgufType::Bool; }
+  bool is_int() const noexcept {
+    return type <= GgufType::Int32 || type == GgufType::UInt64 || type == GgufType::Int64 || type == GgufType::Bool;
+  }
   bool is_float() const noexcept { return type == GgufType::Float32 || type == GgufType::Float64; }
 };
 
 struct GgufTensorInfo {
   std::string name;
-  uint32_t ggml_type = 0;           // ggml's type code (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 30 BF16, ...)
-  std::vector<uint64_t> dims;       // ggml order: dims[0] is the innermost (contiguous) dimension
-  uint64_t offset = 0;              // absolute byte offset of the data in the file
-  uint64_t nbytes = 0;              // bytes of the data (0 when the type is unknown to kiln)
+  uint32_t ggml_type = 0;      // ggml's type code (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 30 BF16, ...)
+  std::vector<uint64_t> dims;  // ggml order: dims[0] is the innermost (contiguous) dimension
+  uint64_t offset = 0;         // absolute byte offset of the data in the file
+  uint64_t nbytes = 0;         // bytes of the data (0 when the type is unknown to kiln)
 };
 
 // Name of a ggml tensor type ("Q4_1"), or "type <n>".

@@ -21,16 +21,16 @@ namespace kiln::llm {
 
 // The model config the exporter stores as metadata kConfigKey (JSON; docs/llm.md).
 struct ModelConfig {
-  std::string architecture;        // "llama"
-  std::string name;                // the model's name, informational
-  int32_t vocab_size = 0;          // logits per token
-  int32_t context_length = 0;      // positions the program's KV cache holds
-  int32_t max_tokens_per_call = 0; // largest token count one call takes (the prefill chunk)
+  std::string architecture;         // "llama"
+  std::string name;                 // the model's name, informational
+  int32_t vocab_size = 0;           // logits per token
+  int32_t context_length = 0;       // positions the program's KV cache holds
+  int32_t max_tokens_per_call = 0;  // largest token count one call takes (the prefill chunk)
   int32_t bos_id = -1;
   int32_t eos_id = -1;
-  bool add_bos = false;            // prepend bos_id to every prompt
-  std::vector<int32_t> stop_ids;   // tokens that end generation (eos and end-of-turn)
-  std::string weights;             // "float32", "q4_1", ... informational
+  bool add_bos = false;           // prepend bos_id to every prompt
+  std::vector<int32_t> stop_ids;  // tokens that end generation (eos and end-of-turn)
+  std::string weights;            // "float32", "q4_1", ... informational
 };
 
 struct GenerateOptions {
@@ -47,9 +47,9 @@ struct GenerateOptions {
 };
 
 struct GenerationStats {
-  double load_ms = 0;             // Runner::load: program, tokenizer, method
+  double load_ms = 0;  // Runner::load: program, tokenizer, method
   int32_t prompt_tokens = 0;
-  int32_t reused_tokens = 0;      // prompt tokens whose KV cache entries were kept from the last call
+  int32_t reused_tokens = 0;  // prompt tokens whose KV cache entries were kept from the last call
   int32_t generated_tokens = 0;
   double time_to_first_token_ms = 0;
   double prefill_ms = 0;
