@@ -16,6 +16,8 @@ import pytest
 import kiln
 from kiln.llm import Runner
 
+from conftest import full_tier
+
 PROMPTS = ["The sea", "Once upon a time", "Hello 日本", "A cat", "Numbers: 1 2 3", "Why is the sky"]
 
 
@@ -101,8 +103,8 @@ def _options(seed):
     return dict(max_new_tokens=3, temperature=2.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, ignore_eos=True)
 
 
-def test_one_runner_and_one_method_shared_by_8_threads(tiny, exported):
-    """2,000 calls from 8 threads on one Runner and one Method: generate, stream (some
+def test_one_runner_and_one_method_shared_by_8_threads(request, tiny, exported):
+    """2,000 calls (400 outside the full tier) from 8 threads on one Runner and one Method: generate, stream (some
     left early), cancel, reset and method calls at random. Every generation that was
     not cancelled equals the same prompt and seed run alone; a cancelled or
     superseded one is a prefix of it; every method result equals its input's alone."""
@@ -172,12 +174,13 @@ def test_one_runner_and_one_method_shared_by_8_threads(tiny, exported):
                 elif (got, got_tokens) != (text, tokens):
                     fail(f"{op} {job}: got {got!r} {got_tokens}, alone {text!r} {tokens}")
 
-    threads = [threading.Thread(target=worker, args=(i, 250)) for i in range(8)]
+    calls = 2000 if full_tier(request.config) else 400
+    threads = [threading.Thread(target=worker, args=(i, calls // 8)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sum(counts.values()) == 2000 and min(counts.values()) > 0, counts
+    assert sum(counts.values()) == calls and min(counts.values()) > 0, counts
     assert failures == [], failures[:10]
 
 
