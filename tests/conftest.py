@@ -129,6 +129,15 @@ def exported(model_dir):
 CCACHE_CONFIG = REPO / "build" / "ccache" / "ccache.conf"  # written by scripts/setup.sh
 
 
+def with_ccache(env: dict) -> tuple:
+    """(env, CMake arguments) that compile the source tree through scripts/setup.sh's cache, where it is:
+    the source tree's own builds with the wheel's flags (the kernel harness, the extension prefix)
+    reuse the wheel's objects, and every rerun reuses its own."""
+    if CCACHE_CONFIG.exists() and shutil.which("ccache"):
+        return {**env, "CCACHE_DIR": str(CCACHE_CONFIG.parent)}, ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    return env, []
+
+
 def load_script(name: str):
     """scripts/<name>.py as a module (scripts/fuzz.py builds and runs the fuzz targets)."""
     import importlib.util
@@ -153,11 +162,9 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
     cmake = cmake or cmake_executable()
     env = env or clean_env()
     args = [cmake, "-S", str(source), "-B", str(build), "-G", generator, "-DCMAKE_BUILD_TYPE=Release"]
-    if source == REPO and CCACHE_CONFIG.exists() and shutil.which("ccache"):
-        # scripts/setup.sh built the wheel through this cache: the source tree's own builds with the
-        # wheel's flags (the kernel harness) reuse its objects, and every rerun reuses its own.
-        env = {**env, "CCACHE_DIR": str(CCACHE_CONFIG.parent)}
-        args.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+    if source == REPO:
+        env, launcher = with_ccache(env)
+        args += launcher
     if generator == "Ninja":
         ninja = shutil.which("ninja", path=sysconfig.get_path("scripts") + os.pathsep + env.get("PATH", ""))
         if ninja:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, build_cmake_project, clean_env, cmake_executable
+from conftest import REPO, build_cmake_project, clean_env, cmake_executable, with_ccache
 
 pytestmark = pytest.mark.shared_runtime
 
@@ -72,9 +72,10 @@ def prefix(tmp_path_factory) -> Path:
                  f"-DCMAKE_INSTALL_PREFIX={prefix}", f"-DPython_EXECUTABLE={sys.executable}"]
     if ninja:
         configure.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
-    run(configure)
+    env, launcher = with_ccache(clean_env())
+    run(configure + launcher, env=env)
     # kiln_quantized and kiln_llm: the shipped extensions, installed by the same `cmake --install`.
-    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example", "kiln_quantized", "kiln_llm"])
+    run([cmake, "--build", BUILD_DIR, "--target", "kiln", "kiln_example", "kiln_quantized", "kiln_llm"], env=env)
     run([cmake, "--install", BUILD_DIR])
     return prefix
 
