@@ -197,17 +197,17 @@ def _run(cmd: list) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
 
 
+def _symbol_names(nm_output: str) -> set:
+    """The base names of the symbols in nm's output lines."""
+    return {symbol_base(m.group(2)) for m in map(_NM_LINE.match, nm_output.splitlines()) if m}
+
+
 def _nm(tool: str, path: Path, which: str, result: FileResult) -> set | None:
     proc = _run([tool, "-DC", which, str(path)])
     if proc.returncode != 0:
         result.errors.append(f"nm {which} failed ({proc.returncode}): {proc.stderr.strip()}")
         return None
-    names = set()
-    for line in proc.stdout.splitlines():
-        m = _NM_LINE.match(line)
-        if m:
-            names.add(symbol_base(m.group(2)))
-    return names
+    return _symbol_names(proc.stdout)
 
 
 def inspect(path: Path, guarded=GUARDED_SYMBOLS, nm: str = "nm", readelf: str = "readelf") -> FileResult:
@@ -248,12 +248,7 @@ def _nm_all(tool: str, path: Path, result: FileResult) -> set | None:
             return set()
         result.errors.append(f"nm --defined-only (full table) failed ({proc.returncode}): {proc.stderr.strip()}")
         return None
-    names = set()
-    for line in proc.stdout.splitlines():
-        m = _NM_LINE.match(line)
-        if m:
-            names.add(symbol_base(m.group(2)))
-    return names
+    return _symbol_names(proc.stdout)
 
 
 def find_elf_files(directory: Path) -> list:
