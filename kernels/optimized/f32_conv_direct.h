@@ -27,7 +27,7 @@ struct ConvDirectRows {
   const float* bias = nullptr;     // the block's channels, or null
   int64_t channels = 0;            // valid lanes of the block
   float* out = nullptr;
-  Activation act = Activation::None;  // applied in registers unless None
+  Activation act = Activation::None;  // min/max ones in registers, the others over the rows written
   float lo = 0.0f, hi = 0.0f;
 };
 
