@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: sets up (scripts/setup.sh), checks the style (scripts/lint.sh), then
-# runs the tests against the installed package in two passes side by side, the normal build (shared
-# libkiln.so.0) and the static KILN_BUILD_SHARED=OFF build (scripts/test_static.sh), and prints the
-# 20 slowest tests of each.
+# runs the tests against the installed package in three passes side by side: the shared build's
+# (libkiln.so.0) in two (the tests that build C++ from the source tree, and the rest) and the static
+# KILN_BUILD_SHARED=OFF build's (scripts/test_static.sh); prints the 20 slowest tests of each.
 # `--full` adds the full tier (tests marked `full`, docs/developing.md); other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,18 +17,32 @@ echo "setup took $(( $(date +%s) - start )) s"
 lint_rc=0
 bash scripts/lint.sh || lint_rc=$?
 
-# Both passes are mostly one Python thread each; on two cores they run best together. The static
-# pass (its own build, then its tests) writes to a log that is printed when both have ended.
+# Three pytest processes side by side, since each is mostly one Python thread and the machine has
+# at least two cores: the tests that build the source tree again (fuzz, sanitizers, the kernel
+# harness natively and for aarch64, the extension library; their builds use every core), the rest of
+# the shared build's tests, and the static pass (its own build, then its tests). Each has its own
+# base directory; the two logs are printed when all three have ended.
+build_tests=(tests/test_fuzz.py tests/test_sanitizers.py tests/test_kernel_tiers.py tests/test_extension_library.py)
+ignore_build_tests=()
+for f in "${build_tests[@]}"; do ignore_build_tests+=(--ignore="$f"); done
 mkdir -p build
 static_log=build/test_static.log
+builds_log=build/test_builds.log
 bash scripts/test_static.sh --durations=20 "${pytest_args[@]}" > "$static_log" 2>&1 &
 static_pid=$!
+"$PYTHON" -m pytest "${build_tests[@]}" --durations=20 --basetemp="${TMPDIR:-/tmp}/kiln-builds-pytest" \
+  "${pytest_args[@]}" > "$builds_log" 2>&1 &
+builds_pid=$!
 shared_rc=0
-"$PYTHON" -m pytest tests --durations=20 "${pytest_args[@]}" || shared_rc=$?
+"$PYTHON" -m pytest tests "${ignore_build_tests[@]}" --durations=20 "${pytest_args[@]}" || shared_rc=$?
+builds_rc=0
+wait "$builds_pid" || builds_rc=$?
 static_rc=0
 wait "$static_pid" || static_rc=$?
+echo "=== tests that build the source tree again: log $builds_log ==="
+cat "$builds_log"
 echo "=== static build (KILN_BUILD_SHARED=OFF): scripts/test_static.sh, log $static_log ==="
 cat "$static_log"
-echo "test.sh: lint exit $lint_rc, shared pass exit $shared_rc, static pass exit $static_rc," \
-     "$(( $(date +%s) - start )) s in all"
-[ "$lint_rc" = 0 ] && [ "$shared_rc" = 0 ] && [ "$static_rc" = 0 ]
+echo "test.sh: lint exit $lint_rc, shared pass exit $shared_rc, build pass exit $builds_rc," \
+     "static pass exit $static_rc, $(( $(date +%s) - start )) s in all"
+[ "$lint_rc" = 0 ] && [ "$shared_rc" = 0 ] && [ "$builds_rc" = 0 ] && [ "$static_rc" = 0 ]
