@@ -1,4 +1,4 @@
-"""Small GGUF files written byte by byte for the LLM reader tests: unlike the `gguf`
+"""Small GGUF files written byte by byte, the one GGUF writer of the tests: unlike the `gguf`
 package's writer, this one writes whatever it is told (repeated tensor names,
 tokens that are not UTF-8, metadata that lies about the tensors).
 

@@ -2,7 +2,7 @@
 every way a file can be wrong is a clear typed error naming the file and what is
 wrong, never a crash, a read past the end or an allocation the file merely asks for.
 
-  * a GGUF of an unsupported architecture (written here with the `gguf` package);
+  * a GGUF of an unsupported architecture (tests/llm_files.py's writer);
   * a truncated GGUF (SmolLM2's, cut inside the vocabulary and inside the tensor
     data), an empty file, a file that is not GGUF, an unsupported version;
   * hostile counts and lengths patched into a valid header: 2^60 metadata entries,
@@ -25,6 +25,7 @@ import kiln
 from kiln.llm import Tokenizer, read_gguf
 
 from conftest import clean_env
+from llm_files import tiny_llama, write_gguf
 
 
 @pytest.fixture(scope="module")
@@ -34,30 +35,11 @@ def smollm2_gguf():
     return smollm2.gguf_path()
 
 
-def write_gguf(path, arch="llama", tokenizer_model="gpt2", tensors=True):
-    """A small valid GGUF file: a 1-layer model of `arch` with a 3-token vocabulary."""
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(1)
-    w.add_context_length(16)
-    w.add_embedding_length(8)
-    w.add_feed_forward_length(16)
-    w.add_head_count(2)
-    w.add_head_count_kv(1)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_tokenizer_model(tokenizer_model)
-    w.add_tokenizer_pre("default")
-    w.add_token_list(["a", "b", "ab"])
-    w.add_token_types([1, 1, 1])
-    w.add_token_merges(["a b"])
-    if tensors:
-        w.add_tensor("token_embd.weight", np.ones((3, 8), np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+def small_gguf(path, arch="llama", tokenizer_model="gpt2"):
+    """The 3-token metadata of tests/llm_files.py's 1-layer Llama, as `arch` and with
+    `tokenizer_model`, and of its tensors only the token embedding."""
+    meta, _ = tiny_llama(**{"general.architecture": arch, "tokenizer.ggml.model": tokenizer_model})
+    return write_gguf(path, meta, {"token_embd.weight": np.ones((3, 8), np.float32)})
 
 
 def test_reader_agrees_with_the_gguf_package(smollm2_gguf):
@@ -79,7 +61,7 @@ def test_reader_agrees_with_the_gguf_package(smollm2_gguf):
 def test_unsupported_architecture(tmp_path):
     from kiln.llm.export import export_gguf
 
-    path = write_gguf(tmp_path / "qwen.gguf", arch="qwen2")
+    path = small_gguf(tmp_path / "qwen.gguf", arch="qwen2")
     with pytest.raises(kiln.NotSupported,
                        match=r"holds a model of architecture 'qwen2'; kiln llm export supports llama"):
         export_gguf(path, tmp_path / "out.kiln")
@@ -91,13 +73,13 @@ def test_unsupported_architecture(tmp_path):
 
 
 def test_unsupported_tokenizer(tmp_path):
-    path = write_gguf(tmp_path / "spm.gguf", tokenizer_model="llama")
+    path = small_gguf(tmp_path / "spm.gguf", tokenizer_model="llama")
     with pytest.raises(kiln.NotSupported, match="tokenizer.ggml.model is 'llama'; kiln reads byte-level BPE"):
         Tokenizer.from_gguf(str(path))
 
 
 def test_small_valid_file(tmp_path):
-    path = write_gguf(tmp_path / "small.gguf")
+    path = small_gguf(tmp_path / "small.gguf")
     info = read_gguf(str(path))
     assert info["metadata"]["general.architecture"] == "llama"
     assert [t["name"] for t in info["tensors"]] == ["token_embd.weight"]
@@ -161,7 +143,7 @@ def test_missing_file(tmp_path):
 def test_every_truncation_of_a_small_file_is_an_error(tmp_path):
     """Cut a valid file at every length: each prefix is refused cleanly (or, past the
     tensor table, read up to what the tensors need)."""
-    data = write_gguf(tmp_path / "small.gguf").read_bytes()
+    data = small_gguf(tmp_path / "small.gguf").read_bytes()
     cut = tmp_path / "cut.gguf"
     for n in range(len(data)):
         cut.write_bytes(data[:n])
