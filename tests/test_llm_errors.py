@@ -12,12 +12,12 @@ import sys
 
 import numpy as np
 import pytest
+from llm_files import tiny_llama, write_gguf
 
 import kiln
 from kiln.llm import Runner, Tokenizer
 
 from conftest import clean_env
-from llm_files import tiny_llama, write_gguf
 
 
 def write_llama_gguf(path, *, change=None, drop=(), metadata=None):

@@ -20,12 +20,12 @@ import sys
 
 import numpy as np
 import pytest
+from llm_files import tiny_llama, write_gguf
 
 import kiln
 from kiln.llm import Tokenizer, read_gguf
 
 from conftest import clean_env
-from llm_files import tiny_llama, write_gguf
 
 
 @pytest.fixture(scope="module")
