@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #include "core/pages.h"
 #include "core/thread_pool_internal.h"
@@ -130,9 +131,9 @@ uint64_t sat_mul(uint64_t a, uint64_t b) {
 Result<std::unique_ptr<MethodState>> MethodState::create(std::shared_ptr<const ProgramData> program, size_t index) {
   auto state = std::make_unique<MethodState>();
   MethodState& s = *state;
-  s.program = program;
-  s.method = program->program->methods()->Get(static_cast<flatbuffers::uoffset_t>(index));
-  s.spec = program->specs[index];
+  s.program = std::move(program);
+  s.method = s.program->program->methods()->Get(static_cast<flatbuffers::uoffset_t>(index));
+  s.spec = s.program->specs[index];
   KILN_RETURN_IF_ERROR(s.allocate_arenas());
   KILN_RETURN_IF_ERROR(s.build_values());
   // Resolve every kernel and backend now, so that a missing one fails the load
