@@ -29,7 +29,7 @@ PROGRAMS = ("sanitizer_canary", "run_programs")
 def gcc_sanitized() -> Path:
     build_cmake_project(REPO, BUILD, defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
-        "KILN_SANITIZE": "ON", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g"},
+        "KILN_SANITIZE": "ON", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g1"},
         targets=(*PROGRAMS, "kernel_tiers_test"))
     return BUILD / "tests" / "cpp"
 
@@ -97,7 +97,7 @@ def thread_sanitized() -> Path:
                     "installs them when it runs as root)")
     build_cmake_project(REPO, REPO / "build" / "tsan", defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
-        "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -g",
+        "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -gline-tables-only",
         "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
                                                 "shared_runner"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
