@@ -75,7 +75,8 @@ def build(build_dir: Path, targets: list[str]) -> Path:
         subprocess.run([_tool("cmake"), "-S", str(REPO), "-B", str(build_dir), "-G", "Ninja",
                         f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", f"-DCMAKE_CXX_COMPILER={clang}",
                         "-DKILN_BUILD_PYTHON=OFF", "-DKILN_BUILD_SHARED=OFF", "-DKILN_BUILD_TESTS=ON",
-                        "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only", *launcher],
+                        "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None",
+                        "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only", *launcher],
                        check=True, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([_tool("cmake"), "--build", str(build_dir), "--target", *targets], check=True,
                    stdout=subprocess.DEVNULL, env=env)
