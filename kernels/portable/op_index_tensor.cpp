@@ -6,7 +6,7 @@
 // other the broadcast dims replace the indexed dims in place, otherwise they come first, followed by the
 // dims that are not indexed (ATen's rule). Negative indices wrap once; anything out of range fails before
 // a byte is written. The true positions of the masks live in planned scratch (8 bytes per mask element at
-// the mask's bound, reserved at prepare). index_put stays in op_index.cpp.
+// the mask's bound, reserved at prepare). index_put is in op_index_put.cpp.
 #include <cstring>
 
 #include "common/dtype_dispatch.h"
