@@ -40,6 +40,36 @@ Status window_geometry(const char* op, const char* axis, int64_t in, int64_t ker
 // small input costs nothing.
 void window_taps(const Window& w, int64_t start, int64_t* t0, int64_t* t1);
 
+// The window at output position `o` of one dim: where it starts in the input and its taps inside.
+struct WindowSpan {
+  int64_t start = 0;       // o * stride - pad
+  int64_t t0 = 0, t1 = 0;  // window_taps
+};
+inline WindowSpan window_at(const Window& w, int64_t o) {
+  WindowSpan s;
+  s.start = o * w.stride - w.pad;
+  window_taps(w, s.start, &s.t0, &s.t1);
+  return s;
+}
+
+// Calls f(index, spans...) for every output position of a window sweep over 2 or 3 dims, in
+// row-major order of the output (index counts from 0): the loop of every windowed kernel.
+template <typename F>
+void for_each_window(const Window& wh, const Window& ww, F f) {
+  for (int64_t i = 0; i < wh.out; ++i) {
+    const WindowSpan h = window_at(wh, i);
+    for (int64_t j = 0; j < ww.out; ++j) f(i * ww.out + j, h, window_at(ww, j));
+  }
+}
+template <typename F>
+void for_each_window(const Window& wd, const Window& wh, const Window& ww, F f) {
+  for (int64_t e = 0; e < wd.out; ++e) {
+    const WindowSpan d = window_at(wd, e);
+    for_each_window(wh, ww,
+                    [&](int64_t o, const WindowSpan& h, const WindowSpan& w) { f(e * wh.out * ww.out + o, d, h, w); });
+  }
+}
+
 // A 2-D pooling input: [C, H, W] or [N, C, H, W], seen as `planes` H x W planes.
 struct PoolInput {
   int64_t planes = 0, h = 0, w = 0;

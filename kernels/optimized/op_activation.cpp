@@ -1,9 +1,11 @@
 // Optimized float32 activations: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish,
 // hardsigmoid, all through the f32_activation microkernels.
+#include <iterator>
 #include <limits>
 
 #include "common/activation.h"
 #include "common/dtype_dispatch.h"
+#include "common/kernel_table.h"
 #include "kiln/thread_pool.h"
 #include "optimized/f32_activation.h"
 
@@ -23,31 +25,23 @@ void activate(Isa isa, Activation act, const Tensor& x, Tensor& y, float lo = 0.
                [&](int64_t begin, int64_t end) { map(act, xp + begin, yp + begin, end - begin, lo, hi); });
 }
 
-template <Activation kAct>
-Status unary_run(KernelContext& ctx, Inputs in, Outputs out, const char* op) {
-  const Tensor* x;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
-  activate(ctx.isa, kAct, *x, *out[0]);
-  return Status::ok();
-}
+// The activations of one argument: one microkernel case each.
+struct UnaryActivation {
+  const char* name;
+  Activation kind;
+};
+constexpr UnaryActivation kUnaryActivations[] = {
+    {"aten::relu.default", Activation::Relu},           {"aten::sigmoid.default", Activation::Sigmoid},
+    {"aten::tanh.default", Activation::Tanh},           {"aten::silu.default", Activation::Silu},
+    {"aten::hardswish.default", Activation::Hardswish}, {"aten::hardsigmoid.default", Activation::Hardsigmoid},
+};
 
-Status relu_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Relu>(ctx, in, out, "aten::relu.default");
-}
-Status sigmoid_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Sigmoid>(ctx, in, out, "aten::sigmoid.default");
-}
-Status tanh_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Tanh>(ctx, in, out, "aten::tanh.default");
-}
-Status silu_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Silu>(ctx, in, out, "aten::silu.default");
-}
-Status hardswish_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Hardswish>(ctx, in, out, "aten::hardswish.default");
-}
-Status hardsigmoid_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return unary_run<Activation::Hardsigmoid>(ctx, in, out, "aten::hardsigmoid.default");
+template <size_t I>
+Status unary_run(KernelContext& ctx, Inputs in, Outputs out) {
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(unary_setup(kUnaryActivations[I].name, in, out, 1, &x));
+  activate(ctx.isa, kUnaryActivations[I].kind, *x, *out[0]);
+  return Status::ok();
 }
 
 // Bounds convert like the portable kernel's (saturate_cast); a missing one is infinite.
@@ -82,15 +76,14 @@ Status gelu_run(KernelContext& ctx, Inputs in, Outputs out) {
 
 }  // namespace
 
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::relu.default", "f32", relu_run);
+[[maybe_unused]] const bool kUnaryActivationsRegistered =
+    register_kernel_table<std::size(kUnaryActivations)>([](auto i) {
+      return internal::at_tier(kTierOptimized,
+                               KernelDef{KILN_ABI_VERSION, kUnaryActivations[i].name, "f32", unary_run<i>});
+    });
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardtanh.default", "f32", hardtanh_run);
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::clamp.default", "f32", clamp_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::sigmoid.default", "f32", sigmoid_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::tanh.default", "f32", tanh_run);
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::gelu.default", "f32", gelu_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::silu.default", "f32", silu_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardswish.default", "f32", hardswish_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::hardsigmoid.default", "f32", hardsigmoid_run);
 
 }  // namespace optimized
 }  // namespace kernels

@@ -1,7 +1,9 @@
 // Optimized float32 elementwise math: exp, erf, neg, abs, sqrt, rsqrt, reciprocal, pow.Tensor_Scalar.
 #include <cmath>
+#include <iterator>
 
 #include "common/kernel_args.h"
+#include "common/kernel_table.h"
 #include "kiln/thread_pool.h"
 #include "optimized/f32_unary.h"
 
@@ -19,34 +21,27 @@ void map_elements(Isa isa, UnaryMath op, const Tensor& x, Tensor& y, int exponen
                [&](int64_t begin, int64_t end) { map(op, xp + begin, yp + begin, end - begin, exponent); });
 }
 
-template <UnaryMath kOp>
-Status math_run(KernelContext& ctx, Inputs in, Outputs out, const char* op) {
-  const Tensor* x;
-  KILN_RETURN_IF_ERROR(unary_setup(op, in, out, 1, &x));
-  map_elements(ctx.isa, kOp, *x, *out[0]);
-  return Status::ok();
-}
+// The operators that are one microkernel case each.
+struct MathOp {
+  const char* name;
+  UnaryMath kind;
+};
+constexpr MathOp kMathOps[] = {
+    {"aten::exp.default", UnaryMath::Exp},
+    {"aten::erf.default", UnaryMath::Erf},
+    {"aten::neg.default", UnaryMath::Neg},
+    {"aten::abs.default", UnaryMath::Abs},
+    {"aten::sqrt.default", UnaryMath::Sqrt},
+    {"aten::rsqrt.default", UnaryMath::Rsqrt},
+    {"aten::reciprocal.default", UnaryMath::Reciprocal},
+};
 
-Status exp_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Exp>(ctx, in, out, "aten::exp.default");
-}
-Status erf_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Erf>(ctx, in, out, "aten::erf.default");
-}
-Status neg_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Neg>(ctx, in, out, "aten::neg.default");
-}
-Status abs_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Abs>(ctx, in, out, "aten::abs.default");
-}
-Status sqrt_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Sqrt>(ctx, in, out, "aten::sqrt.default");
-}
-Status rsqrt_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Rsqrt>(ctx, in, out, "aten::rsqrt.default");
-}
-Status reciprocal_run(KernelContext& ctx, Inputs in, Outputs out) {
-  return math_run<UnaryMath::Reciprocal>(ctx, in, out, "aten::reciprocal.default");
+template <size_t I>
+Status math_run(KernelContext& ctx, Inputs in, Outputs out) {
+  const Tensor* x;
+  KILN_RETURN_IF_ERROR(unary_setup(kMathOps[I].name, in, out, 1, &x));
+  map_elements(ctx.isa, kMathOps[I].kind, *x, *out[0]);
+  return Status::ok();
 }
 
 // The exponent as one of the microkernel's cases, or false.
@@ -83,13 +78,9 @@ Status pow_run(KernelContext& ctx, Inputs in, Outputs out) {
 
 }  // namespace
 
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::exp.default", "f32", exp_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::erf.default", "f32", erf_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::neg.default", "f32", neg_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::abs.default", "f32", abs_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::sqrt.default", "f32", sqrt_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::rsqrt.default", "f32", rsqrt_run);
-KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::reciprocal.default", "f32", reciprocal_run);
+[[maybe_unused]] const bool kMathOpsRegistered = register_kernel_table<std::size(kMathOps)>([](auto i) {
+  return internal::at_tier(kTierOptimized, KernelDef{KILN_ABI_VERSION, kMathOps[i].name, "f32", math_run<i>});
+});
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::pow.Tensor_Scalar", "f32", pow_run);
 
 }  // namespace optimized

@@ -1,7 +1,10 @@
 // Activation functions: relu, hardtanh, clamp, sigmoid, tanh, gelu, silu, hardswish, hardsigmoid, leaky_relu, elu.
+#include <tuple>
+
 #include "common/activation.h"
 #include "common/elementwise.h"
 #include "common/kernel_args.h"
+#include "common/kernel_table.h"
 
 namespace kiln {
 namespace kernels {
@@ -75,20 +78,27 @@ Status clamp_run(KernelContext&, Inputs in, Outputs out) {
   return clamp_common(op, *x, *out[0], b);
 }
 
-Status sigmoid_run(KernelContext&, Inputs in, Outputs out) {
-  return unary_float_activation("aten::sigmoid.default", in, out, [](auto v) { return act::sigmoid(v); });
+// The activations of one float argument, each registered for f32|f64.
+template <typename F>
+struct FloatActivation {
+  const char* name;
+  F f;
+};
+template <typename F>
+constexpr FloatActivation<F> activation(const char* name, F f) {
+  return {name, f};
 }
-Status tanh_run(KernelContext&, Inputs in, Outputs out) {
-  return unary_float_activation("aten::tanh.default", in, out, [](auto v) { return act::tanh(v); });
-}
-Status silu_run(KernelContext&, Inputs in, Outputs out) {
-  return unary_float_activation("aten::silu.default", in, out, [](auto v) { return act::silu(v); });
-}
-Status hardswish_run(KernelContext&, Inputs in, Outputs out) {
-  return unary_float_activation("aten::hardswish.default", in, out, [](auto v) { return act::hardswish(v); });
-}
-Status hardsigmoid_run(KernelContext&, Inputs in, Outputs out) {
-  return unary_float_activation("aten::hardsigmoid.default", in, out, [](auto v) { return act::hardsigmoid(v); });
+constexpr auto kFloatActivations =
+    std::make_tuple(activation("aten::sigmoid.default", [](auto v) { return act::sigmoid(v); }),
+                    activation("aten::tanh.default", [](auto v) { return act::tanh(v); }),
+                    activation("aten::silu.default", [](auto v) { return act::silu(v); }),
+                    activation("aten::hardswish.default", [](auto v) { return act::hardswish(v); }),
+                    activation("aten::hardsigmoid.default", [](auto v) { return act::hardsigmoid(v); }));
+
+template <size_t I>
+Status float_activation_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr auto& a = std::get<I>(kFloatActivations);
+  return unary_float_activation(a.name, in, out, a.f);
 }
 
 Status gelu_run(KernelContext&, Inputs in, Outputs out) {
@@ -133,14 +143,13 @@ Status elu_run(KernelContext&, Inputs in, Outputs out) {
 KILN_REGISTER_KERNEL("aten::relu.default", "f32|f64|i64|i32", relu_run);
 KILN_REGISTER_KERNEL("aten::hardtanh.default", "f32|f64|i64|i32", hardtanh_run);
 KILN_REGISTER_KERNEL("aten::clamp.default", "f32|f64|i64|i32", clamp_run);
-KILN_REGISTER_KERNEL("aten::sigmoid.default", "f32|f64", sigmoid_run);
-KILN_REGISTER_KERNEL("aten::tanh.default", "f32|f64", tanh_run);
 KILN_REGISTER_KERNEL("aten::gelu.default", "f32|f64", gelu_run);
-KILN_REGISTER_KERNEL("aten::silu.default", "f32|f64", silu_run);
-KILN_REGISTER_KERNEL("aten::hardswish.default", "f32|f64", hardswish_run);
-KILN_REGISTER_KERNEL("aten::hardsigmoid.default", "f32|f64", hardsigmoid_run);
 KILN_REGISTER_KERNEL("aten::leaky_relu.default", "f32|f64", leaky_relu_run);
 KILN_REGISTER_KERNEL("aten::elu.default", "f32|f64", elu_run);
+[[maybe_unused]] const bool kFloatActivationsRegistered =
+    register_kernel_table<std::tuple_size_v<decltype(kFloatActivations)>>([](auto i) {
+      return KernelDef{KILN_ABI_VERSION, std::get<i>(kFloatActivations).name, "f32|f64", float_activation_run<i>};
+    });
 
 }  // namespace portable
 }  // namespace kernels

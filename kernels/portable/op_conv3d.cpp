@@ -84,33 +84,20 @@ Status conv3d_run(KernelContext&, Inputs in, Outputs out) {
       const float* xg = xp + (image * c + g * cin_g) * id * ih * iw;
       const float* wk = wp + co * cin_g * kd * kh * kw;
       float* yo = yp + t * od * oh * ow;
-      for (int64_t e = 0; e < od; ++e) {
-        const int64_t d0 = e * wd.stride - wd.pad;
-        int64_t c0, c1;
-        window_taps(wd, d0, &c0, &c1);
-        for (int64_t i = 0; i < oh; ++i) {
-          const int64_t h0 = i * wh.stride - wh.pad;
-          int64_t a0, a1;
-          window_taps(wh, h0, &a0, &a1);
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t w0 = j * ww.stride - ww.pad;
-            int64_t b0, b1;
-            window_taps(ww, w0, &b0, &b1);
-            float acc = bp != nullptr ? bp[co] : 0.0f;
-            for (int64_t ci = 0; ci < cin_g; ++ci) {
-              const float* vol = xg + ci * id * ih * iw;
-              const float* k = wk + ci * kd * kh * kw;
-              for (int64_t cc = c0; cc < c1; ++cc)
-                for (int64_t a = a0; a < a1; ++a) {
-                  const int64_t row = ((d0 + cc * wd.dilation) * ih + (h0 + a * wh.dilation)) * iw + w0;
-                  const float* krow = k + (cc * kh + a) * kw;
-                  for (int64_t bb = b0; bb < b1; ++bb) acc += vol[row + bb * ww.dilation] * krow[bb];
-                }
+      for_each_window(wd, wh, ww, [&](int64_t o, const WindowSpan& dd, const WindowSpan& hh, const WindowSpan& w) {
+        float acc = bp != nullptr ? bp[co] : 0.0f;
+        for (int64_t ci = 0; ci < cin_g; ++ci) {
+          const float* vol = xg + ci * id * ih * iw;
+          const float* k = wk + ci * kd * kh * kw;
+          for (int64_t cc = dd.t0; cc < dd.t1; ++cc)
+            for (int64_t a = hh.t0; a < hh.t1; ++a) {
+              const int64_t row = ((dd.start + cc * wd.dilation) * ih + (hh.start + a * wh.dilation)) * iw + w.start;
+              const float* krow = k + (cc * kh + a) * kw;
+              for (int64_t bb = w.t0; bb < w.t1; ++bb) acc += vol[row + bb * ww.dilation] * krow[bb];
             }
-            yo[(e * oh + i) * ow + j] = acc;
-          }
         }
-      }
+        yo[o] = acc;
+      });
     }
   });
   return Status::ok();

@@ -25,30 +25,22 @@ void max_pool_planes(const Pool2dArgs& args, float* yp, int64_t* ip) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* plane = xp + p * h * w;
       float* yo = yp + p * oh * ow;
-      for (int64_t i = 0; i < oh; ++i) {
-        const int64_t h0 = i * wh.stride - wh.pad;
-        int64_t a0, a1;
-        window_taps(wh, h0, &a0, &a1);
-        for (int64_t j = 0; j < ow; ++j) {
-          const int64_t w0 = j * ww.stride - ww.pad;
-          int64_t b0, b1;
-          window_taps(ww, w0, &b0, &b1);
-          float best = -std::numeric_limits<float>::infinity();
-          // ATen's index when nothing beats -inf: the first tap inside the input.
-          int64_t where = (h0 + a0 * wh.dilation) * w + (w0 + b0 * ww.dilation);
-          for (int64_t a = a0; a < a1; ++a) {
-            const int64_t r = h0 + a * wh.dilation;
-            const float* row = plane + r * w;
-            for (int64_t b = b0; b < b1; ++b) {
-              const int64_t c = w0 + b * ww.dilation;
-              const float v = row[c];
-              if (v > best || std::isnan(v)) best = v, where = r * w + c;  // NaN wins, as in PyTorch
-            }
+      for_each_window(wh, ww, [&](int64_t o, const WindowSpan& hs, const WindowSpan& ws) {
+        float best = -std::numeric_limits<float>::infinity();
+        // ATen's index when nothing beats -inf: the first tap inside the input.
+        int64_t where = (hs.start + hs.t0 * wh.dilation) * w + (ws.start + ws.t0 * ww.dilation);
+        for (int64_t a = hs.t0; a < hs.t1; ++a) {
+          const int64_t r = hs.start + a * wh.dilation;
+          const float* row = plane + r * w;
+          for (int64_t b = ws.t0; b < ws.t1; ++b) {
+            const int64_t c = ws.start + b * ww.dilation;
+            const float v = row[c];
+            if (v > best || std::isnan(v)) best = v, where = r * w + c;  // NaN wins, as in PyTorch
           }
-          yo[i * ow + j] = best;
-          if (ip != nullptr) ip[p * oh * ow + i * ow + j] = where;
         }
-      }
+        yo[o] = best;
+        if (ip != nullptr) ip[p * oh * ow + o] = where;
+      });
     }
   });
 }

@@ -92,35 +92,22 @@ Status max_pool3d_with_indices_run(KernelContext&, Inputs in, Outputs out) {
       const float* vol = xp + q * d * h * w;
       float* yo = yp + q * od * oh * ow;
       int64_t* io = ip + q * od * oh * ow;
-      for (int64_t e = 0; e < od; ++e) {
-        const int64_t d0 = e * wd.stride - wd.pad;
-        int64_t c0, c1;
-        window_taps(wd, d0, &c0, &c1);
-        for (int64_t i = 0; i < oh; ++i) {
-          const int64_t h0 = i * wh.stride - wh.pad;
-          int64_t a0, a1;
-          window_taps(wh, h0, &a0, &a1);
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t w0 = j * ww.stride - ww.pad;
-            int64_t b0, b1;
-            window_taps(ww, w0, &b0, &b1);
-            float best = -std::numeric_limits<float>::infinity();
-            int64_t where = ((d0 + c0 * wd.dilation) * h + (h0 + a0 * wh.dilation)) * w + (w0 + b0 * ww.dilation);
-            for (int64_t c = c0; c < c1; ++c)
-              for (int64_t a = a0; a < a1; ++a) {
-                const int64_t row = ((d0 + c * wd.dilation) * h + (h0 + a * wh.dilation)) * w;
-                for (int64_t b = b0; b < b1; ++b) {
-                  const int64_t at = row + w0 + b * ww.dilation;
-                  const float v = vol[at];
-                  if (v > best || std::isnan(v)) best = v, where = at;  // NaN wins, as in PyTorch
-                }
-              }
-            const int64_t o = (e * oh + i) * ow + j;
-            yo[o] = best;
-            io[o] = where;
+      for_each_window(wd, wh, ww, [&](int64_t o, const WindowSpan& dd, const WindowSpan& hh, const WindowSpan& ws) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t where = ((dd.start + dd.t0 * wd.dilation) * h + (hh.start + hh.t0 * wh.dilation)) * w +
+                        (ws.start + ws.t0 * ww.dilation);
+        for (int64_t c = dd.t0; c < dd.t1; ++c)
+          for (int64_t a = hh.t0; a < hh.t1; ++a) {
+            const int64_t row = ((dd.start + c * wd.dilation) * h + (hh.start + a * wh.dilation)) * w;
+            for (int64_t b = ws.t0; b < ws.t1; ++b) {
+              const int64_t at = row + ws.start + b * ww.dilation;
+              const float v = vol[at];
+              if (v > best || std::isnan(v)) best = v, where = at;  // NaN wins, as in PyTorch
+            }
           }
-        }
-      }
+        yo[o] = best;
+        io[o] = where;
+      });
     }
   });
   return Status::ok();

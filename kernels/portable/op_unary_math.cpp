@@ -1,9 +1,12 @@
 // Elementwise math: neg, abs, exp, log, sqrt, rsqrt, the trigonometric and hyperbolic functions, erf,
 // reciprocal, sign, rounding, isnan, isinf and pow(tensor, scalar).
 #include <cmath>
+#include <tuple>
+#include <type_traits>
 
 #include "common/elementwise.h"
 #include "common/kernel_args.h"
+#include "common/kernel_table.h"
 
 namespace kiln {
 namespace kernels {
@@ -23,97 +26,74 @@ Status math_op(const char* op, Inputs in, Outputs out, bool ints, F f) {
   return Status::ok();
 }
 
-}  // namespace
-
-Status neg_run(KernelContext&, Inputs in, Outputs out) {
-  // Unsigned wrap-around keeps neg(INT_MIN) defined.
-  return math_op("aten::neg.default", in, out, true, [](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v));
-    else
-      return -v;
-  });
-}
-Status abs_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::abs.default", in, out, true, [](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_integral_v<T>)
-      return v < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)) : v;
-    else
-      return std::abs(v);
-  });
-}
-Status exp_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::exp.default", in, out, false, [](auto v) { return decltype(v)(std::exp(v)); });
-}
-Status log_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::log.default", in, out, false, [](auto v) { return decltype(v)(std::log(v)); });
-}
-Status sqrt_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::sqrt.default", in, out, false, [](auto v) { return decltype(v)(std::sqrt(v)); });
-}
-Status rsqrt_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::rsqrt.default", in, out, false, [](auto v) { return decltype(v)(1 / std::sqrt(v)); });
+// One operator: its name, whether it takes i64/i32 as well as f32/f64, and its element function
+// (generic over the element type).
+template <typename F>
+struct MathOp {
+  const char* name;
+  bool ints;
+  F f;
+};
+template <typename F>
+constexpr MathOp<F> math(const char* name, bool ints, F f) {
+  return {name, ints, f};
 }
 
-Status cos_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::cos.default", in, out, false, [](auto v) { return decltype(v)(std::cos(v)); });
-}
-Status sin_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::sin.default", in, out, false, [](auto v) { return decltype(v)(std::sin(v)); });
-}
-Status erf_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::erf.default", in, out, false, [](auto v) { return decltype(v)(std::erf(v)); });
-}
-Status reciprocal_run(KernelContext&, Inputs in, Outputs out) {
-  return math_op("aten::reciprocal.default", in, out, false, [](auto v) { return decltype(v)(1) / v; });
-}
-Status sign_run(KernelContext&, Inputs in, Outputs out) {
-  // NaN stays NaN (both comparisons are false... and 0 - 0 would lose it), as in PyTorch.
-  return math_op("aten::sign.default", in, out, true, [](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_floating_point_v<T>)
-      if (v != v) return v;
-    return static_cast<T>((T(0) < v) - (v < T(0)));
-  });
-}
-
-// Float functions of the C library, one kernel each (the exporter casts integer inputs to float).
-#define KILN_FLOAT_MATH(name, expr)                                                                      \
-  Status name##_run(KernelContext&, Inputs in, Outputs out) {                                            \
-    return math_op("aten::" #name ".default", in, out, false, [](auto v) { return decltype(v)(expr); }); \
-  }
-KILN_FLOAT_MATH(log1p, std::log1p(v))
-KILN_FLOAT_MATH(expm1, std::expm1(v))
-KILN_FLOAT_MATH(log2, std::log2(v))
-KILN_FLOAT_MATH(log10, std::log10(v))
-KILN_FLOAT_MATH(tan, std::tan(v))
-KILN_FLOAT_MATH(asin, std::asin(v))
-KILN_FLOAT_MATH(acos, std::acos(v))
-KILN_FLOAT_MATH(atan, std::atan(v))
-KILN_FLOAT_MATH(sinh, std::sinh(v))
-KILN_FLOAT_MATH(cosh, std::cosh(v))
-KILN_FLOAT_MATH(asinh, std::asinh(v))
-KILN_FLOAT_MATH(acosh, std::acosh(v))
-KILN_FLOAT_MATH(atanh, std::atanh(v))
-#undef KILN_FLOAT_MATH
-
+// A float function of the C library (the exporter casts integer inputs to float).
+#define KILN_FLOAT_MATH(name, expr) math("aten::" #name ".default", false, [](auto v) { return decltype(v)(expr); })
 // Rounding keeps an integer tensor as it is (ATen returns it unchanged); round is half to even.
-#define KILN_ROUNDING(name, expr)                                         \
-  Status name##_run(KernelContext&, Inputs in, Outputs out) {             \
-    return math_op("aten::" #name ".default", in, out, true, [](auto v) { \
-      if constexpr (std::is_integral_v<decltype(v)>)                      \
-        return v;                                                         \
-      else                                                                \
-        return decltype(v)(expr);                                         \
-    });                                                                   \
-  }
-KILN_ROUNDING(floor, std::floor(v))
-KILN_ROUNDING(ceil, std::ceil(v))
-KILN_ROUNDING(trunc, std::trunc(v))
-KILN_ROUNDING(round, std::nearbyint(v))
+#define KILN_ROUNDING(name, expr)                    \
+  math("aten::" #name ".default", true, [](auto v) { \
+    if constexpr (std::is_integral_v<decltype(v)>)   \
+      return v;                                      \
+    else                                             \
+      return decltype(v)(expr);                      \
+  })
+
+constexpr auto kMathOps = std::make_tuple(
+    // Unsigned wrap-around keeps neg(INT_MIN) and abs(INT_MIN) defined.
+    math("aten::neg.default", true,
+         [](auto v) {
+           using T = decltype(v);
+           if constexpr (std::is_integral_v<T>)
+             return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v));
+           else
+             return -v;
+         }),
+    math("aten::abs.default", true,
+         [](auto v) {
+           using T = decltype(v);
+           if constexpr (std::is_integral_v<T>)
+             return v < 0 ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)) : v;
+           else
+             return std::abs(v);
+         }),
+    // NaN stays NaN (both comparisons are false... and 0 - 0 would lose it), as in PyTorch.
+    math("aten::sign.default", true,
+         [](auto v) {
+           using T = decltype(v);
+           if constexpr (std::is_floating_point_v<T>)
+             if (v != v) return v;
+           return static_cast<T>((T(0) < v) - (v < T(0)));
+         }),
+    math("aten::rsqrt.default", false, [](auto v) { return decltype(v)(1 / std::sqrt(v)); }),
+    math("aten::reciprocal.default", false, [](auto v) { return decltype(v)(1) / v; }),
+    KILN_FLOAT_MATH(exp, std::exp(v)), KILN_FLOAT_MATH(log, std::log(v)), KILN_FLOAT_MATH(sqrt, std::sqrt(v)),
+    KILN_FLOAT_MATH(cos, std::cos(v)), KILN_FLOAT_MATH(sin, std::sin(v)), KILN_FLOAT_MATH(erf, std::erf(v)),
+    KILN_FLOAT_MATH(log1p, std::log1p(v)), KILN_FLOAT_MATH(expm1, std::expm1(v)), KILN_FLOAT_MATH(log2, std::log2(v)),
+    KILN_FLOAT_MATH(log10, std::log10(v)), KILN_FLOAT_MATH(tan, std::tan(v)), KILN_FLOAT_MATH(asin, std::asin(v)),
+    KILN_FLOAT_MATH(acos, std::acos(v)), KILN_FLOAT_MATH(atan, std::atan(v)), KILN_FLOAT_MATH(sinh, std::sinh(v)),
+    KILN_FLOAT_MATH(cosh, std::cosh(v)), KILN_FLOAT_MATH(asinh, std::asinh(v)), KILN_FLOAT_MATH(acosh, std::acosh(v)),
+    KILN_FLOAT_MATH(atanh, std::atanh(v)), KILN_ROUNDING(floor, std::floor(v)), KILN_ROUNDING(ceil, std::ceil(v)),
+    KILN_ROUNDING(trunc, std::trunc(v)), KILN_ROUNDING(round, std::nearbyint(v)));
+#undef KILN_FLOAT_MATH
 #undef KILN_ROUNDING
+
+template <size_t I>
+Status math_run(KernelContext&, Inputs in, Outputs out) {
+  constexpr auto& op = std::get<I>(kMathOps);
+  return math_op(op.name, in, out, op.ints, op.f);
+}
 
 // isnan / isinf: a bool per element; integers and bools are neither.
 template <typename Pred>
@@ -183,35 +163,14 @@ Status pow_tensor_scalar_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
-KILN_REGISTER_KERNEL("aten::neg.default", "f32|f64|i64|i32", neg_run);
-KILN_REGISTER_KERNEL("aten::abs.default", "f32|f64|i64|i32", abs_run);
-KILN_REGISTER_KERNEL("aten::exp.default", "f32|f64", exp_run);
-KILN_REGISTER_KERNEL("aten::log.default", "f32|f64", log_run);
-KILN_REGISTER_KERNEL("aten::sqrt.default", "f32|f64", sqrt_run);
-KILN_REGISTER_KERNEL("aten::rsqrt.default", "f32|f64", rsqrt_run);
-KILN_REGISTER_KERNEL("aten::cos.default", "f32|f64", cos_run);
-KILN_REGISTER_KERNEL("aten::sin.default", "f32|f64", sin_run);
-KILN_REGISTER_KERNEL("aten::erf.default", "f32|f64", erf_run);
-KILN_REGISTER_KERNEL("aten::reciprocal.default", "f32|f64", reciprocal_run);
-KILN_REGISTER_KERNEL("aten::sign.default", "f32|f64|i64|i32", sign_run);
+}  // namespace
+
+[[maybe_unused]] const bool kMathOpsRegistered =
+    register_kernel_table<std::tuple_size_v<decltype(kMathOps)>>([](auto i) {
+      return KernelDef{KILN_ABI_VERSION, std::get<i>(kMathOps).name,
+                       std::get<i>(kMathOps).ints ? "f32|f64|i64|i32" : "f32|f64", math_run<i>};
+    });
 KILN_REGISTER_KERNEL("aten::pow.Tensor_Scalar", "f32|f64", pow_tensor_scalar_run);
-KILN_REGISTER_KERNEL("aten::log1p.default", "f32|f64", log1p_run);
-KILN_REGISTER_KERNEL("aten::expm1.default", "f32|f64", expm1_run);
-KILN_REGISTER_KERNEL("aten::log2.default", "f32|f64", log2_run);
-KILN_REGISTER_KERNEL("aten::log10.default", "f32|f64", log10_run);
-KILN_REGISTER_KERNEL("aten::tan.default", "f32|f64", tan_run);
-KILN_REGISTER_KERNEL("aten::asin.default", "f32|f64", asin_run);
-KILN_REGISTER_KERNEL("aten::acos.default", "f32|f64", acos_run);
-KILN_REGISTER_KERNEL("aten::atan.default", "f32|f64", atan_run);
-KILN_REGISTER_KERNEL("aten::sinh.default", "f32|f64", sinh_run);
-KILN_REGISTER_KERNEL("aten::cosh.default", "f32|f64", cosh_run);
-KILN_REGISTER_KERNEL("aten::asinh.default", "f32|f64", asinh_run);
-KILN_REGISTER_KERNEL("aten::acosh.default", "f32|f64", acosh_run);
-KILN_REGISTER_KERNEL("aten::atanh.default", "f32|f64", atanh_run);
-KILN_REGISTER_KERNEL("aten::floor.default", "f32|f64|i64|i32", floor_run);
-KILN_REGISTER_KERNEL("aten::ceil.default", "f32|f64|i64|i32", ceil_run);
-KILN_REGISTER_KERNEL("aten::trunc.default", "f32|f64|i64|i32", trunc_run);
-KILN_REGISTER_KERNEL("aten::round.default", "f32|f64|i64|i32", round_run);
 KILN_REGISTER_KERNEL("aten::isnan.default", "f32|f64|i64|i32|bool", isnan_run);
 KILN_REGISTER_KERNEL("aten::isinf.default", "f32|f64|i64|i32|bool", isinf_run);
 
