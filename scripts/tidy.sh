@@ -14,7 +14,7 @@ if [ $# -gt 0 ]; then
   files=("$@")
 else
   base=$(git merge-base HEAD origin/main 2>/dev/null || git rev-parse HEAD~1)
-  mapfile -t files < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp' | grep -v '\.inc$' || true)
+  mapfile -t files < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp')
 fi
 # Only the files the build compiles (headers are checked through them, see HeaderFilterRegex).
 listed=$(python3 -c "import json, sys; print('\n'.join(e['file'] for e in json.load(open(sys.argv[1]))))" \
