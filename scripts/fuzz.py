@@ -210,14 +210,15 @@ def make_llm_seeds(seeds: Path) -> None:
     except ImportError:
         pass
     n = len(meta["tokenizer.ggml.tokens"])
-    for name, inputs, state, text in (("exported", 3, 1, tokenizer_json), ("two_inputs", 2, 1, tokenizer_json),
-                                      ("stateless", 2, 0, tiny_json)):
+    for name, slots, state, text in (("exported", 1, 1, tokenizer_json), ("batched", 8, 1, tokenizer_json),
+                                     ("stateless", 1, 0, tiny_json)):
         vocab = n if text is tokenizer_json else 3
-        # The signature kiln llm export writes: tokens [1, <=8], input_pos [<=8], cache_positions
-        # [<=64], a KV cache of 65 positions, logits [1, 1, vocab] (fuzz_llm_metadata.cpp).
-        header = struct.pack("<BBHHHIHBB", inputs - 2, 1 | 2 | (state << 2), 8, 1, 64, vocab, 65, 2, 0)
+        # The signature kiln llm export writes: tokens [B, <=8], input_pos [B, <=8], slots [B],
+        # cache_positions [<=64], a KV cache, logits [B, 1, vocab] (fuzz_llm_metadata.cpp).
+        flags = 1 | 2 | (state << 2) | (16 if slots > 1 else 0)
+        header = struct.pack("<BBHHHIHBB", slots - 1, flags, 8, 1, 64, vocab, 64 * slots, 2, 0)
         config = {"architecture": "llama", "name": "SmolLM2 (cut down)", "vocab_size": vocab,
-                  "context_length": 64 if state or inputs == 3 else 8, "max_tokens_per_call": 8, "bos_id": 1,
+                  "context_length": 64, "max_tokens_per_call": 8, "bos_id": 1,
                   "eos_id": 2, "add_bos": name == "exported", "stop_ids": [0, 2], "weights": "float32",
                   "dim": 576, "n_layers": 30, "source": "SmolLM2-135M-Instruct.Q4_1.gguf"}
         if vocab == 3:

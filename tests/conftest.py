@@ -217,13 +217,16 @@ def plugins(tmp_path_factory) -> Path:
     return build
 
 
+TINY_SLOTS = 8  # KV cache slots of llm_programs("tiny") and ("tiny_gguf")
+
+
 @pytest.fixture(scope="session")
 def llm_programs(tmp_path_factory):
     """llm_programs(name) -> path of a .kiln LLM program made from SmolLM2's GGUF by `kiln llm export`
     (once per session): "smollm2" the whole model in float32 (context 256, prefill chunks of 16),
-    "tiny" its first 2 layers (context 64, chunks of 8; fast, its text means nothing), made
-    through the command line; "tiny_gguf" the same with the export's default weights (the
-    GGUF's own quantized blocks)."""
+    "tiny" its first 2 layers (context 64, chunks of 8, 8 KV cache slots; fast, its text means
+    nothing), made through the command line; "tiny_gguf" the same with the export's default
+    weights (the GGUF's own quantized blocks)."""
     cache: dict = {}
     directory = tmp_path_factory.mktemp("llm")
 
@@ -241,7 +244,8 @@ def llm_programs(tmp_path_factory):
                 weights = ["--dtype", "float32"] if name == "tiny" else []
                 proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(gguf), "-o", str(path),
                                        *weights, "--context", "64", "--max-tokens-per-call", "8",
-                                       "--layers", "2"], capture_output=True, text=True, timeout=900)
+                                       "--slots", str(TINY_SLOTS), "--layers", "2"],
+                                      capture_output=True, text=True, timeout=900)
                 assert proc.returncode == 0, proc.stdout + proc.stderr
                 assert f"weights {'float32' if weights else 'gguf '}" in proc.stdout
                 assert "context 64, up to 8 tokens per call" in proc.stdout

@@ -112,7 +112,7 @@ def test_the_program_carries_tokenizer_template_and_config(smollm2):
     tokenizer = kiln.llm.Tokenizer.from_json(program.metadata("kiln.llm.tokenizer").decode())
     assert tokenizer.encode("Hello 123 <|im_end|>") == zoo.load_tokenizer().encode("Hello 123 <|im_end|>")
     spec = program.method_spec("forward")
-    assert [s.name for s in spec.input_specs] == ["tokens", "input_pos", "cache_positions"]
+    assert [s.name for s in spec.input_specs] == ["tokens", "input_pos", "slots", "cache_positions"]
     assert spec.output_specs[0].shape == (1, 1, 49152)  # the last token's logits only
     with pytest.raises(kiln.errors.NotFound, match="no metadata 'nope'"):
         program.metadata("nope")

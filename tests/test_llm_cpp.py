@@ -50,6 +50,18 @@ def test_generates_what_python_generates(app, llm_programs):
             or f"runtime {kiln.library_path()}" in proc.stderr)
 
 
+def test_batch_generates_what_python_generates_for_each(app, llm_programs):
+    """kiln::llm::BatchRunner from C++: 4 sampled answers at once, each the Runner's with its seed."""
+    tiny = llm_programs("tiny")
+    runner = Runner(tiny)
+    want = [runner.generate("The sea is", max_new_tokens=10, temperature=0.9, seed=7 + i) for i in range(4)]
+    proc = run(app, tiny, "--prompt", "The sea is", "--max-new-tokens", 10, "--temperature", 0.9, "--seed", 7,
+               "--batch", 4)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "".join(f"[{i}] {w}\n" for i, w in enumerate(want))
+    assert len(set(want)) > 1  # the seeds differ, so do the answers
+
+
 def test_the_default_quantized_export_runs(app, llm_programs):
     """`kiln llm export` keeps the GGUF's 4-bit blocks by default: kiln::llm must bring their kernels."""
     program = llm_programs("tiny_gguf")

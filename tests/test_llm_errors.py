@@ -103,7 +103,7 @@ def _padded_program(tmp_path, logits: int):
     greedy choice is an id the tokenizer does not have."""
     import torch
 
-    from kiln.export import export
+    from kiln.llm.export import export_program
     from kiln.llm.model import Llama, LlamaConfig, build_llama
 
     tokenizer = Tokenizer.from_gguf(str(write_llama_gguf(tmp_path / "tokenizer.gguf")))
@@ -114,15 +114,13 @@ def _padded_program(tmp_path, logits: int):
     gen = torch.Generator().manual_seed(0)
     state = {k: torch.randn(s, generator=gen) for k, s in shapes.items()}
     state["output.weight"][:3] = 0
-    model = build_llama(cfg, state, capacity=17, last_logits_only=True)
+    model = build_llama(cfg, state, capacity=16, last_logits_only=True)
     config = {"architecture": "llama", "name": "padded", "vocab_size": logits, "context_length": 16,
               "max_tokens_per_call": 4, "bos_id": -1, "eos_id": -1, "add_bos": False, "stop_ids": [],
               "weights": "float32"}
-    tokens, used = torch.export.Dim("tokens", min=1, max=4), torch.export.Dim("cache", min=1, max=16)
     path = tmp_path / f"padded{logits}.kiln"
-    export(model, (torch.zeros(1, 3, dtype=torch.int64), torch.arange(2, 5), torch.arange(5)), path,
-           dynamic_shapes=({1: tokens}, {0: tokens}, {0: used}),
-           metadata={"kiln.llm.config": json.dumps(config), "kiln.llm.tokenizer": tokenizer.to_json()})
+    export_program(model, path, max_tokens_per_call=4, context=16,
+                   metadata={"kiln.llm.config": json.dumps(config), "kiln.llm.tokenizer": tokenizer.to_json()})
     return path
 
 

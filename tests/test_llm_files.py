@@ -220,12 +220,11 @@ def test_export_names_a_missing_tensor(tmp_path):
         export_gguf(path, tmp_path / "out.kiln")
 
 
-def _two_input_llama(path, context_length: int):
-    """A 16-position Llama program of the older two-input form forward(tokens, input_pos),
-    whose config claims `context_length` positions."""
+def _small_llama(path, context_length: int):
+    """A 16-position Llama program whose config claims `context_length` positions."""
     import torch
 
-    from kiln.export import export
+    from kiln.llm.export import export_program
     from kiln.llm.model import Llama, LlamaConfig
 
     torch.manual_seed(0)
@@ -235,18 +234,16 @@ def _two_input_llama(path, context_length: int):
     config = {"architecture": "llama", "name": "tiny", "vocab_size": 3, "context_length": context_length,
               "max_tokens_per_call": 4, "bos_id": -1, "eos_id": -1, "add_bos": False, "stop_ids": [],
               "weights": "float32"}
-    tokens = torch.export.Dim("tokens", min=1, max=4)
-    export(model, (torch.zeros(1, 3, dtype=torch.int64), torch.arange(3)), path,
-           dynamic_shapes=({1: tokens}, {0: tokens}),
-           metadata={"kiln.llm.config": json.dumps(config), "kiln.llm.tokenizer": _minimal_json()})
+    export_program(model, path, max_tokens_per_call=4, context=16,
+                   metadata={"kiln.llm.config": json.dumps(config), "kiln.llm.tokenizer": _minimal_json()})
     return path
 
 
 def test_runner_checks_the_context_against_the_program(tmp_path):
-    honest = _two_input_llama(tmp_path / "honest.kiln", 16)
+    honest = _small_llama(tmp_path / "honest.kiln", 16)
     assert kiln.llm.Runner(honest).generate([0, 1], max_new_tokens=2, temperature=0) is not None
     for claimed in (17, 1 << 28, (1 << 31) - 1):
-        path = _two_input_llama(tmp_path / f"claims{claimed}.kiln", claimed)
+        path = _small_llama(tmp_path / f"claims{claimed}.kiln", claimed)
         got = run_case(f"""
             import kiln.llm
             limit(1024)
@@ -254,7 +251,7 @@ def test_runner_checks_the_context_against_the_program(tmp_path):
         """)
         assert got.startswith("InvalidProgram"), got
         assert (f"kiln.llm.config 'context_length' is {claimed} but the program holds 16 positions "
-                "(the largest dimension of the method's state, its KV cache)") in got, got
+                "(the bound of input cache_positions)") in got, got
 
 
 def _random_vocabulary(rng: random.Random) -> list:

@@ -43,6 +43,9 @@ def add_commands(sub) -> None:
                    help="positions of the KV cache (default 2048, at most the model's own)")
     p.add_argument("--max-tokens-per-call", type=int, default=128, metavar="N",
                    help="largest prefill chunk (default 128)")
+    p.add_argument("--slots", type=int, default=1, metavar="N",
+                   help="sequences decoded together (kiln serve, kiln.llm.BatchRunner): the KV cache holds N "
+                        "regions of --context positions (default 1)")
     p.add_argument("--layers", type=int, metavar="N", help=argparse.SUPPRESS)  # first N layers only: quick test models
 
     p = sub.add_parser("generate", help="generate text from a .kiln LLM program (streams it to stdout)")
@@ -75,7 +78,7 @@ def _export(args) -> int:
         print(f"kiln: kiln llm export needs torch (pip install 'kiln[export]'): {e}", file=sys.stderr)
         return 1
     report = export_gguf(args.gguf, args.output, dtype=args.dtype, quantize=args.quantize, context=args.context,
-                         max_tokens_per_call=args.max_tokens_per_call, n_layers=args.layers)
+                         max_tokens_per_call=args.max_tokens_per_call, slots=args.slots, n_layers=args.layers)
     print(report)
     return 0
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -247,6 +248,7 @@ llm::GenerateOptions make_options(nb::handle max_new_tokens, nb::handle temperat
 nb::dict stats_dict(const llm::GenerationStats& s) {
   nb::dict d;
   d["load_ms"] = s.load_ms;
+  d["queue_ms"] = s.queue_ms;
   d["prompt_tokens"] = s.prompt_tokens;
   d["reused_tokens"] = s.reused_tokens;
   d["generated_tokens"] = s.generated_tokens;
@@ -586,5 +588,107 @@ void bind_llm(nb::module_& parent) {
       .def("reset", [](PyRunner& self) {
         RunnerTurn turn(self);
         self.runner.reset();
+      });
+
+  nb::class_<llm::TokenEvent>(m, "TokenEvent")
+      .def_ro("request", &llm::TokenEvent::request)
+      .def_ro("token", &llm::TokenEvent::token)
+      .def_prop_ro("text", [](const llm::TokenEvent& e) { return to_str(e.text); })
+      .def_ro("logprob", &llm::TokenEvent::logprob)
+      .def_ro("top_logprobs", &llm::TokenEvent::top_logprobs)
+      .def_ro("finished", &llm::TokenEvent::finished)
+      .def_prop_ro("finish_reason", [](const llm::TokenEvent& e) { return to_str(e.stats.finish_reason); })
+      .def_prop_ro("stats",
+                   [](const llm::TokenEvent& e) -> nb::object {
+                     return e.finished ? nb::object(stats_dict(e.stats)) : nb::object(nb::none());
+                   })
+      .def_prop_ro("error", [](const llm::TokenEvent& e) { return to_str(e.error); });
+
+  // The methods that touch requests lock inside BatchRunner; step() runs with the GIL released.
+  nb::class_<llm::BatchRunner>(m, "BatchRunner")
+      .def_static(
+          "load",
+          [](nb::handle path, nb::handle max_memory_bytes, nb::handle kernels, nb::handle isa, nb::handle num_threads,
+             nb::handle slots) {
+            std::string p = path_arg(path, "path");
+            llm::BatchOptions o;
+            o.load.max_memory_bytes =
+                static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
+            o.load.kernels = text_arg(kernels, "kernels");
+            o.load.isa = text_arg(isa, "isa");
+            o.num_threads = int32_arg(num_threads, "num_threads", 0, kiln::kMaxThreads);
+            o.slots = int32_arg(slots, "slots", 0, llm::kMaxSlots);
+            kiln::Result<llm::BatchRunner> r = [&] {
+              nb::gil_scoped_release release;
+              return llm::BatchRunner::load(p, o);
+            }();
+            return new llm::BatchRunner(take(std::move(r)));
+          },
+          nb::rv_policy::take_ownership)
+      .def_prop_ro("config", [](const llm::BatchRunner& b) { return config_dict(b.config()); })
+      .def_prop_ro("tokenizer", [](const llm::BatchRunner& b) { return b.tokenizer(); })
+      .def_prop_ro("slots", &llm::BatchRunner::slots)
+      .def_prop_ro("queued", &llm::BatchRunner::queued)
+      .def_prop_ro("active", &llm::BatchRunner::active)
+      .def_prop_ro("chat_template",
+                   [](const llm::BatchRunner& b) -> nb::object {
+                     return b.chat_template() ? nb::cast(*b.chat_template()) : nb::none();
+                   })
+      .def("encode",
+           [](const llm::BatchRunner& b, nb::handle text) {
+             std::string s = text_arg(text, "prompt");
+             nb::gil_scoped_release release;
+             return b.tokenizer().encode(s);
+           })
+      .def("chat_prompt",
+           [](const llm::BatchRunner& self, nb::handle messages) {
+             const llm::ChatTemplate* t = self.chat_template();
+             if (t == nullptr)
+               raise(kiln::Status(kiln::Error::NotSupported, "this program has no chat template kiln knows"));
+             return to_str(take(t->apply(messages_arg(messages), true)));
+           })
+      .def_prop_ro("chat_stop_strings",
+                   [](const llm::BatchRunner& self) {
+                     std::vector<std::string> stops;
+                     if (self.chat_template() != nullptr) stops = self.chat_template()->stop_strings();
+                     return stops;
+                   })
+      .def("submit",
+           [](llm::BatchRunner& self, nb::handle prompt, nb::handle max_new_tokens, nb::handle temperature,
+              nb::handle top_k, nb::handle top_p, nb::handle min_p, nb::handle repetition_penalty, nb::handle seed,
+              nb::handle stop_strings, nb::handle stop_tokens, nb::handle ignore_eos, nb::handle logprobs,
+              nb::handle constrained) {
+             llm::RequestOptions o;
+             o.generate = make_options(max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed,
+                                       stop_strings, stop_tokens, ignore_eos);
+             o.logprobs = int32_arg(logprobs, "logprobs");
+             o.constrained = bool_arg(constrained, "constrained");
+             return take(self.submit(ids_arg(prompt, "prompt"), o));
+           })
+      .def("set_token_mask",
+           [](llm::BatchRunner& self, uint64_t request, nb::handle mask) {
+             std::vector<uint32_t> words;
+             if (!mask.is_none()) {
+               if (!nb::isinstance<nb::bytes>(mask))
+                 raise(kiln::Status(kiln::Error::InvalidArgument, "the token mask must be bytes or None"));
+               nb::bytes b = nb::borrow<nb::bytes>(mask);
+               if (b.size() % 4 != 0 || b.size() == 0)
+                 raise(kiln::Status(kiln::Error::InvalidArgument, "the token mask must be whole 32-bit words"));
+               words.resize(b.size() / 4);
+               std::memcpy(words.data(), b.c_str(), b.size());  // little-endian words (x86-64, aarch64)
+             }
+             kiln::Status st = self.set_token_mask(request, std::move(words));
+             if (!st.is_ok()) raise(st);
+           })
+      .def("cancel", &llm::BatchRunner::cancel)
+      .def("step", [](llm::BatchRunner& self) {
+        std::vector<llm::TokenEvent> events;
+        kiln::Status st;
+        {
+          nb::gil_scoped_release release;
+          st = self.step(&events);
+        }
+        if (!st.is_ok()) raise(st);
+        return events;
       });
 }

@@ -11,7 +11,7 @@ namespace kiln::llm::internal {
 struct LlmMetadata {
   ModelConfig config;
   Tokenizer tokenizer;
-  bool cache_positions = false;  // forward takes the third input cache_positions
+  int32_t slots = 1;  // KV cache regions: the bound of forward's row dimension
 };
 
 // Parses kiln.llm.config and kiln.llm.tokenizer and checks them against the

@@ -7,6 +7,12 @@
     runner.stats                     # GenerationStats of the last call
     runner.chat([("user", "Hi!")])   # with the model's chat template
 
+    batch = kiln.llm.BatchRunner("smollm2.kiln")   # many generations at once (kiln llm export --slots N)
+    rid = batch.submit("Once upon a time", max_new_tokens=50)
+    while batch.has_work:
+        for event in batch.step():  # one forward call for every active request
+            ...
+
     kiln.llm.export_gguf("model.gguf", "model.kiln", dtype="float32")   # needs torch
 
 Tokenizer, StreamDecoder, ChatTemplate and read_gguf are the native pieces the
@@ -30,9 +36,10 @@ StreamDecoder = _native.StreamDecoder
 ChatTemplate = _native.ChatTemplate
 read_gguf = _native.read_gguf
 Sampler = _native.Sampler
+TokenEvent = _native.TokenEvent
 
-__all__ = ["Runner", "Stream", "GenerationStats", "Tokenizer", "StreamDecoder", "ChatTemplate", "Sampler",
-           "read_gguf", "export_gguf"]
+__all__ = ["Runner", "Stream", "GenerationStats", "BatchRunner", "TokenEvent", "Tokenizer", "StreamDecoder",
+           "ChatTemplate", "Sampler", "read_gguf", "export_gguf"]
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,12 @@ class GenerationStats:
     entries were kept from the call before, reused_tokens, are not);
     decode_tokens_per_s counts the one-token steps after the first token.
     finish_reason: "stop_token", "stop_string", "max_new_tokens",
-    "context_full" or "cancelled".
+    "context_full" or "cancelled". queue_ms: a BatchRunner request's wait for
+    a slot (0 for Runner).
     """
 
     load_ms: float
+    queue_ms: float
     prompt_tokens: int
     reused_tokens: int
     generated_tokens: int
@@ -251,6 +260,87 @@ class Runner:
         c = self.config
         return (f"<kiln.llm.Runner {self.path}: {c['name'] or c['architecture']}, context {c['context_length']}, "
                 f"weights {c['weights']}>")
+
+
+class BatchRunner:
+    """Many generations at once from one .kiln LLM program (docs/llm.md, "Batched generation").
+
+    The program's KV cache has `slots` regions (kiln llm export --slots N); each
+    running request has one, and step() computes the next token of every running
+    request in one forward call (or a chunk of one request's prompt). A finished
+    request's slot keeps its tokens: a new request whose prompt starts the same way
+    goes there and computes only the rest.
+
+    submit(), set_token_mask() and cancel() may be called from any thread; step()
+    from one thread at a time (it runs with the GIL released). Each request samples
+    with its own options and seed, so it gets the same text whatever else runs.
+    """
+
+    def __init__(self, path, *, slots: int = 0, num_threads: int = 0, kernels: str = "", isa: str = "",
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise InvalidArgument(
+                f"kiln.llm.BatchRunner: path must be a str or os.PathLike, not {type(path).__name__}") from None
+        self._native = _native.BatchRunner.load(self.path, max_memory_bytes, kernels, isa, num_threads, slots)
+        self.config: dict = self._native.config
+        self.tokenizer: Tokenizer = self._native.tokenizer
+        self.chat_template = self._native.chat_template
+        self.slots: int = self._native.slots
+
+    def chat_prompt(self, messages) -> str:
+        """`messages` ([(role, content)] or [{"role", "content"}]) rendered with the chat template."""
+        return self._native.chat_prompt(_messages(messages))
+
+    @property
+    def chat_stop_strings(self) -> list:
+        """The strings that end an assistant's turn (add them to a chat request's `stop`)."""
+        return list(self._native.chat_stop_strings)
+
+    def submit(self, prompt, *, max_new_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
+               top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0, seed: int = -1,
+               stop: Sequence[str] | str | None = None, stop_tokens: Sequence[int] | None = None,
+               ignore_eos: bool = False, logprobs: int = -1, constrained: bool = False) -> int:
+        """Queues a request and returns its id (the options of Runner.stream).
+
+        logprobs: -1 none; n >= 0: each event has the token's logprob and the n most
+        likely tokens'. constrained: never sampled without a mask (set_token_mask).
+        Raises kiln.InvalidArgument, queueing nothing, for a bad option or prompt."""
+        ids = (self._native.encode(prompt) if prompt else []) if isinstance(prompt, str) else prompt
+        return self._native.submit(ids, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed,
+                                   _stops(stop), list(stop_tokens or []), ignore_eos, logprobs, constrained)
+
+    def set_token_mask(self, request: int, mask: bytes | None) -> None:
+        """The tokens allowed for the request's next sampled token: ceil(vocab / 32)
+        little-endian uint32 words, bit i % 32 of word i // 32 for token i (None: clear)."""
+        self._native.set_token_mask(request, mask)
+
+    def cancel(self, request: int) -> None:
+        """Ends the request at the next step (finish_reason "cancelled"); any thread."""
+        self._native.cancel(request)
+
+    def step(self) -> list:
+        """One forward call; the TokenEvents it produced (request, token, text,
+        logprob, top_logprobs, finished, finish_reason, stats, error)."""
+        return self._native.step()
+
+    @property
+    def queued(self) -> int:
+        return self._native.queued
+
+    @property
+    def active(self) -> int:
+        return self._native.active
+
+    @property
+    def has_work(self) -> bool:
+        return self._native.queued + self._native.active > 0
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<kiln.llm.BatchRunner {self.path}: {c['name'] or c['architecture']}, {self.slots} slots of "
+                f"context {c['context_length']}, weights {c['weights']}>")
 
 
 def export_gguf(gguf_path, out_path, **options):

@@ -35,6 +35,7 @@ from .model import LlamaConfig, build_llama
 SUPPORTED_ARCHITECTURES = ("llama",)   # Llama 1/2-style and SmolLM2; no attention biases (Qwen2), no RoPE scaling
 DEFAULT_CONTEXT = 2048
 DEFAULT_MAX_TOKENS_PER_CALL = 128
+MAX_SLOTS = 64  # kiln.llm.BatchRunner rows; each slot is a KV cache region of `context` positions
 # Special tokens that end a model's turn when present in its vocabulary.
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 
@@ -258,22 +259,24 @@ class LlmExportReport:
 
 def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str | None = None,
                 context: int = DEFAULT_CONTEXT, max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
-                n_layers: int | None = None) -> LlmExportReport:
+                slots: int = 1, n_layers: int | None = None) -> LlmExportReport:
     """Builds the Llama module from a GGUF file's config and tensors and exports it with
     its tokenizer, chat template and config as metadata (see the module docstring).
 
     dtype="float32" and quantize="int8"/"int4" are exclusive; neither keeps the GGUF's
     own quantized blocks (when kiln has its quantized operators). context: KV cache
     positions (at most the model's own context length); max_tokens_per_call: the
-    largest prefill chunk; n_layers: keep only the first layers (a quick model for
-    tests, whose text means nothing).
+    largest prefill chunk; slots: sequences the KV cache holds at once (each a region
+    of `context` positions: kiln.llm.BatchRunner decodes that many together, memory
+    grows with it); n_layers: keep only the first layers (a quick model for tests,
+    whose text means nothing).
 
     Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
     NotSupported, ...) naming what was wrong; nothing is written unless it succeeds.
     """
     try:
         return _export_gguf(gguf_path, out_path, dtype=dtype, quantize=quantize, context=context,
-                            max_tokens_per_call=max_tokens_per_call, n_layers=n_layers)
+                            max_tokens_per_call=max_tokens_per_call, slots=slots, n_layers=n_layers)
     except KilnError:
         raise
     except Exception as e:
@@ -282,13 +285,32 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
         raise ExportError(f"kiln llm export of '{os.fspath(gguf_path)}' failed: {type(e).__name__}: {e}") from e
 
 
+def export_program(model, out_path, *, max_tokens_per_call: int, context: int, metadata: dict):
+    """Exports a kiln.llm.model.Llama (KV cache of model.slots regions of `context`
+    positions) with the method Runner and BatchRunner take:
+    forward(tokens i64[B, T], input_pos i64[B, T], slots i64[B], cache_positions i64[L])
+    with B <= model.slots, T <= max_tokens_per_call and L <= context dynamic. Returns
+    the ExportReport."""
+    import torch
+
+    slots = model.slots
+    tokens = torch.export.Dim("tokens", min=1, max=max_tokens_per_call)
+    used = torch.export.Dim("cache", min=1, max=context)
+    rows = min(slots, 2)  # torch.export keeps a dimension of size 1 static
+    example = (torch.zeros(rows, 3, dtype=torch.int64), torch.arange(2, 5).repeat(rows, 1),
+               torch.arange(rows), torch.arange(5))
+    batch = {0: torch.export.Dim("batch", min=1, max=slots)} if slots > 1 else {}
+    dims = ({**batch, 1: tokens}, {**batch, 1: tokens}, batch, {0: used})
+    return export(model, example, out_path, dynamic_shapes=dims, metadata=metadata)
+
+
 def _int_option(name: str, value, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise InvalidArgument(f"{name} must be an integer from {low} to {high}, got {value!r}")
     return value
 
 
-def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_per_call,
+def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_per_call, slots,
                  n_layers) -> LlmExportReport:
     if dtype is not None and quantize is not None:
         raise ExportError("give --dtype or --quantize, not both")
@@ -299,6 +321,7 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     scheme = quantize or dtype or "gguf"
     context = _int_option("context", context, 2, 1 << 24)
     max_tokens_per_call = _int_option("max_tokens_per_call", max_tokens_per_call, 1, 1 << 24)
+    slots = _int_option("slots", slots, 1, MAX_SLOTS)
     if n_layers is not None:
         n_layers = _int_option("n_layers", n_layers, 1, 1 << 20)
     try:
@@ -321,9 +344,7 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         context = cfg.context_length
     chunk = min(max_tokens_per_call, context - 1)
 
-    # One slot more than is ever used: torch.export cannot keep a slice of the
-    # cache dynamic when it may be the whole cache (it guards on L != capacity).
-    model = build_llama(cfg, state_from_gguf(g, cfg), capacity=context + 1, last_logits_only=True)
+    model = build_llama(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots)
     model, weights, weight_notes = _apply_weights(model, g, scheme)
     notes += weight_notes
 
@@ -333,7 +354,7 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     add_bos = g.metadata.get("tokenizer.ggml.add_bos_token", False) is True and tokenizer.bos_id >= 0
     config = {
         "architecture": g.metadata["general.architecture"], "name": str(g.metadata.get("general.name", "")),
-        "vocab_size": cfg.vocab_size, "context_length": context, "max_tokens_per_call": chunk,
+        "vocab_size": cfg.vocab_size, "context_length": context, "max_tokens_per_call": chunk, "slots": slots,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id, "add_bos": add_bos, "stop_ids": stop_ids,
         "weights": weights, "dim": cfg.dim, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
         "n_kv_heads": cfg.n_kv_heads, "hidden_dim": cfg.hidden_dim, "rope_theta": cfg.rope_theta,
@@ -345,9 +366,5 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     if isinstance(template, str) and template:
         metadata[CHAT_TEMPLATE_KEY] = template
 
-    tokens = torch.export.Dim("tokens", min=1, max=chunk)
-    used = torch.export.Dim("cache", min=1, max=context)
-    example = (torch.zeros(1, 3, dtype=torch.int64), torch.arange(2, 5), torch.arange(5))
-    report = export(model, example, out_path, dynamic_shapes=({1: tokens}, {0: tokens}, {0: used}),
-                    metadata=metadata)
+    report = export_program(model, out_path, max_tokens_per_call=chunk, context=context, metadata=metadata)
     return LlmExportReport(os.fspath(out_path), config, weights, report, notes)

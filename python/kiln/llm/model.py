@@ -2,15 +2,25 @@
 grouped-query KV heads and a static KV cache updated in place, SwiGLU, tied or
 separate output projection.
 
-    forward(tokens i64[1, T], input_pos i64[T], cache_positions i64[L] = None) -> logits
+    forward(tokens i64[B, T], input_pos i64[B, T], slots i64[B], cache_positions i64[L]) -> logits
 
-`input_pos` are the absolute positions of `tokens`; their keys and values are
-written into per-layer cache buffers in place (torch.export turns that into
-state updates). Attention reads the first L cache slots, L = len(cache_positions)
-(the slots in use: callers pass arange(L), L = last position + 1), or the whole
-cache when cache_positions is None. A query at position p sees the slots
-0..p, so slots not written yet are masked whatever they hold, and T and L can
-be exported as dynamic dimensions.
+The KV cache has `slots` regions of `capacity` positions each: one per sequence
+decoded at the same time (a batch). Row b of `tokens` belongs to the sequence in
+cache region slots[b]; input_pos[b] are the positions of its tokens, whose keys and
+values are written into that region in place (torch.export turns that into state
+updates). Attention reads the first L positions of each row's region, L =
+len(cache_positions) (callers pass arange(L), L = the largest last position + 1).
+A query at position p sees positions 0..p of its own region, so positions not
+written yet, and the positions past a shorter row's end, are masked whatever they
+hold; B, T and L can be exported as dynamic dimensions.
+
+Each layer's cache is one matrix of rows of head_dim values, row
+(slot * n_kv_heads + kv_head) * capacity + position, so writing the new tokens is
+one index_copy and reading a batch's keys is one index_select whose result is
+already laid out [B, n_kv_heads, L, head_dim] (no transpose, no copy of unused slots).
+
+In eager, input_pos may be i64[T] and slots and cache_positions omitted: one
+sequence in region 0, attending to the whole region.
 
 Weights follow Hugging Face's LlamaForCausalLM up to naming, rotary embedding
 included (rotate_half): a GGUF file's attn_q/attn_k rows, which llama.cpp's
@@ -61,34 +71,34 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int):
+    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
         self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
-        shape = (1, cfg.n_kv_heads, capacity, cfg.head_dim)
+        shape = (slots * cfg.n_kv_heads * capacity, cfg.head_dim)   # rows: see the module docstring
         # device="cpu": the model may be built under torch.device("meta"); the caches are not weights.
         self.register_buffer("k_cache", torch.zeros(shape, device="cpu"), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape, device="cpu"), persistent=False)
 
-    def forward(self, x, cos, sin, input_pos, mask, used: int):
+    def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
         b = x.shape[0]
-        q = self.wq(x).reshape(b, -1, self.n_heads, self.head_dim).transpose(1, 2)      # [1, H, T, Dh]
-        k = self.wk(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)   # [1, KV, T, Dh]
+        q = self.wq(x).reshape(b, -1, self.n_heads, self.head_dim).transpose(1, 2)      # [B, H, T, Dh]
+        k = self.wk(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)   # [B, KV, T, Dh]
         v = self.wv(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
 
-        self.k_cache.index_copy_(2, input_pos, k)
-        self.v_cache.index_copy_(2, input_pos, v)
+        self.k_cache.index_copy_(0, write_rows, k.reshape(-1, self.head_dim))
+        self.v_cache.index_copy_(0, write_rows, v.reshape(-1, self.head_dim))
 
-        # Grouped-query attention over the slots in use: KV head j serves query
+        # Grouped-query attention over the positions in use: KV head j serves query
         # heads j*g .. j*g+g-1 (HF's repeat_kv; kiln folds the repeat away).
         groups = self.n_heads // self.n_kv_heads
-        keys = self.k_cache[:, :, :used]
-        values = self.v_cache[:, :, :used]
+        keys = self.k_cache.index_select(0, read_rows).reshape(b, self.n_kv_heads, used, self.head_dim)
+        values = self.v_cache.index_select(0, read_rows).reshape(b, self.n_kv_heads, used, self.head_dim)
         keys = keys[:, :, None].expand(b, self.n_kv_heads, groups, used, self.head_dim)
         values = values[:, :, None].expand(b, self.n_kv_heads, groups, used, self.head_dim)
         keys = keys.reshape(b, self.n_heads, used, self.head_dim)
@@ -99,36 +109,38 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int):
+    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int):
         super().__init__()
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.attention = Attention(cfg, capacity)
+        self.attention = Attention(cfg, capacity, slots)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.w_gate = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
         self.w_up = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
         self.w_down = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
 
-    def forward(self, x, cos, sin, input_pos, mask, used: int):
-        x = x + self.attention(self.attention_norm(x), cos, sin, input_pos, mask, used)
+    def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
+        x = x + self.attention(self.attention_norm(x), cos, sin, write_rows, read_rows, mask, used)
         h = self.ffn_norm(x)
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
 
 
 class Llama(nn.Module):
-    """Llama decoder with a static KV cache of `capacity` positions (see the module docstring).
+    """Llama decoder with a static KV cache of `slots` regions of `capacity` positions
+    (see the module docstring).
 
     last_logits_only: return the logits of the last token only ([1, 1, vocab]),
     which is all generation needs (kiln llm export sets it: the output projection
     of the other prompt tokens is never computed).
     """
 
-    def __init__(self, cfg: LlamaConfig, capacity: int = 256, last_logits_only: bool = False):
+    def __init__(self, cfg: LlamaConfig, capacity: int = 256, last_logits_only: bool = False, slots: int = 1):
         super().__init__()
         self.cfg = cfg
         self.capacity = capacity
+        self.slots = slots
         self.last_logits_only = last_logits_only
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleList(Block(cfg, capacity) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, capacity, slots) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         if not cfg.tied_embeddings:
             self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
@@ -141,18 +153,28 @@ class Llama(nn.Module):
         self.register_buffer("rope_cos", angles.cos().float(), persistent=False)   # [capacity, Dh]
         self.register_buffer("rope_sin", angles.sin().float(), persistent=False)
 
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor,
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, slots: torch.Tensor | None = None,
                 cache_positions: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.tok_embeddings(tokens)
-        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]                   # [T, Dh]
+        if input_pos.dim() == 1:
+            input_pos = input_pos[None, :]
+        if slots is None:
+            slots = torch.zeros(tokens.shape[0], dtype=torch.int64, device=tokens.device)
         if cache_positions is None:
             cache_positions = torch.arange(self.capacity, device=tokens.device)
         used = cache_positions.shape[0]
-        # Query at position p sees cache slots 0..p: causal within the new tokens, and
-        # slots not written yet (> p) are masked whatever they hold.
-        mask = cache_positions[None, :] <= input_pos[:, None]                           # [T, L]
+        x = self.tok_embeddings(tokens)
+        cos, sin = self.rope_cos[input_pos][:, None], self.rope_sin[input_pos][:, None]  # [B, 1, T, Dh]
+        # Cache rows (module docstring): region (slot, kv head) starts at row
+        # (slot * n_kv_heads + kv_head) * capacity.
+        kv_heads = torch.arange(self.cfg.n_kv_heads, device=tokens.device)
+        region = (slots[:, None] * self.cfg.n_kv_heads + kv_heads[None, :]) * self.capacity   # [B, KV]
+        write_rows = (region[:, :, None] + input_pos[:, None, :]).reshape(-1)              # [B * KV * T]
+        read_rows = (region[:, :, None] + cache_positions[None, None, :]).reshape(-1)      # [B * KV * L]
+        # Query at position p sees positions 0..p of its region: causal within the new
+        # tokens, and positions not written yet (> p) are masked whatever they hold.
+        mask = (cache_positions[None, None, :] <= input_pos[:, :, None])[:, None]          # [B, 1, T, L]
         for layer in self.layers:
-            x = layer(x, cos, sin, input_pos, mask, used)
+            x = layer(x, cos, sin, write_rows, read_rows, mask, used)
         if self.last_logits_only:
             x = x[:, -1:]
         x = self.norm(x)
@@ -164,10 +186,11 @@ class Llama(nn.Module):
         return embedding.linear(x)  # a quantized embedding (kiln.export.quantize) projects with its own tensors
 
 
-def build_llama(cfg: LlamaConfig, state: dict, capacity: int, last_logits_only: bool = False) -> Llama:
+def build_llama(cfg: LlamaConfig, state: dict, capacity: int, last_logits_only: bool = False,
+                slots: int = 1) -> Llama:
     """A Llama in eval mode whose weights are the tensors of `state` (used in place, not copied)."""
     with torch.device("meta"):  # weights are assigned from `state` below, no point initialising them
-        model = Llama(cfg, capacity, last_logits_only)
+        model = Llama(cfg, capacity, last_logits_only, slots)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"the weights do not fit the model: missing {missing[:4]}, unexpected {unexpected[:4]}")

@@ -19,4 +19,7 @@ inline constexpr const char* kTokenizerKey = "kiln.llm.tokenizer";
 // The chat template: the model's own Jinja text (ChatTemplate::from_jinja).
 inline constexpr const char* kChatTemplateKey = "kiln.llm.chat_template";
 
+// The most KV cache slots (sequences decoded together) a program may have (kiln llm export --slots).
+inline constexpr int kMaxSlots = 64;
+
 }  // namespace kiln::llm

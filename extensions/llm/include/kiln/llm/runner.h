@@ -47,7 +47,8 @@ struct GenerateOptions {
 };
 
 struct GenerationStats {
-  double load_ms = 0;  // Runner::load: program, tokenizer, method
+  double load_ms = 0;   // Runner::load: program, tokenizer, method
+  double queue_ms = 0;  // BatchRunner: from submit() to a slot
   int32_t prompt_tokens = 0;
   int32_t reused_tokens = 0;  // prompt tokens whose KV cache entries were kept from the last call
   int32_t generated_tokens = 0;
