@@ -99,7 +99,7 @@ def thread_sanitized() -> Path:
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -gline-tables-only",
         "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
-                                                "shared_runner"))
+                                                "shared_runner", "shared_batch"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
 
 
@@ -159,6 +159,20 @@ def test_one_llm_runner_shared_by_threads_under_tsan(request, thread_sanitized, 
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert f"{calls} calls" in proc.stdout and "0 mismatches, 0 errors" in proc.stdout, proc.stdout
     assert " 0 superseded" not in proc.stdout and " 0 cancelled" not in proc.stdout, proc.stdout  # both happened
+
+
+def test_one_batch_runner_shared_by_threads_under_tsan(request, thread_sanitized, llm_programs):
+    """One kiln::llm::BatchRunner: a worker stepping while 8 client threads submit 64 requests
+    (256 in the full tier) and cancel a quarter at random, before or after they start. Every
+    answer equals the prompt's alone (a prefix when cancelled), no request is left over, and
+    ThreadSanitizer reports nothing."""
+    requests = 256 if full_tier(request.config) else 64
+    proc = subprocess.run([str(thread_sanitized / "shared_batch"), str(llm_programs("tiny")), str(requests)],
+                          capture_output=True, text=True, timeout=1800,
+                          env=clean_env(TSAN_OPTIONS="halt_on_error=1:exitcode=66"))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert f"{requests} requests" in proc.stdout and "0 mismatches, 0 errors, every slot free" in proc.stdout
+    assert " 0 cancelled" not in proc.stdout, proc.stdout
 
 
 def corrupt_corpus(base: bytes, seed: int, flips: int, out: Path) -> list:
