@@ -1,7 +1,9 @@
 // kiln_quantized::linear micro-benchmark: decode steps (1 row) in GB/s of quantized weights read, and
 // prefill chunks (64 rows) in GFLOP/s, beside the f32 linear on the same shapes, at 1 and 2 threads.
+// With --small-m: the decode step of a batch of M = 1, 2, 4, 8, 16 sequences (M rows), its time and
+// time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32.
 //
-//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [filter]
+//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [--small-m] [filter]
 //
 // Built with KILN_BUILD_TESTS (target quantized_bench). Kernels are called through the registry the
 // way a loaded method calls them (prepare: weights repacked once; then timed runs). Figures are
@@ -161,7 +163,7 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
 
 // (seconds per call, weight bytes) of m rows against an [n, k] weight.
 std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, int64_t m, int64_t n, int64_t k,
-                                      int32_t tier, Isa isa, int threads) {
+                                      int32_t tier, Isa isa, int threads, double batch_s = 0.3) {
   Buffer x({m, k}, ScalarType::Float32, false), y({m, n}, ScalarType::Float32, false);
   Weight probe;
   std::vector<std::unique_ptr<Weight>> weights;
@@ -172,9 +174,9 @@ std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, 
     kernels.push_back(make(scheme, group, n, k, x, y, *weights.back(), tier, isa));
     if (!kernels.back()->ok()) return {0, 0};
     bytes += weights.back()->bytes;
-  } while (m == 1 && bytes < (size_t{256} << 20));
+  } while (m <= 16 && bytes < (size_t{256} << 20));
   size_t next = 0;
-  return {time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads, 0.3), weights[0]->bytes};
+  return {time_per_call([&] { kernels[next++ % kernels.size()]->run(); }, threads, batch_s), weights[0]->bytes};
 }
 
 }  // namespace
@@ -183,9 +185,12 @@ int main(int argc, char** argv) {
   int threads = 1;
   Isa isa = detected_isa();
   std::string filter;
+  bool small_m = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) {
+    if (a == "--small-m") {
+      small_m = true;
+    } else if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (a == "--isa" && i + 1 < argc) {
       if (!parse_isa(argv[++i], &isa) || !isa_supported(isa)) {
@@ -209,6 +214,30 @@ int main(int argc, char** argv) {
                           {"gate/up 1536x576", 1536, 576},
                           {"down 576x1536", 576, 1536},
                           {"lm head 49152x576", 49152, 576}};
+  if (small_m) {
+    // A batched decode step: M rows against weights from memory (copies of at least 256 MB).
+    const int64_t ms[] = {1, 2, 4, 8, 16};
+    std::printf("%-20s %-8s", "shape", "scheme");
+    for (int64_t m : ms) std::printf("   M=%-2lld us (x1)", static_cast<long long>(m));
+    std::printf("\n");
+    for (const Shape& s : shapes) {
+      if (s.n == 192) continue;
+      for (const char* sc : {"q4_0", "q8_0", "f32"}) {
+        const std::string label = std::string(s.name) + " " + sc;
+        if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+        std::printf("%-20s %-8s", s.name, sc);
+        double one = 0;
+        for (int64_t m : ms) {
+          const double t = time_linear(sc, 32, m, s.n, s.k, kTierOptimized, isa, threads, 0.1).first;
+          if (m == 1) one = t;
+          std::printf(" %9.1f (%4.2f)", t * 1e6, t / one);
+          std::fflush(stdout);
+        }
+        std::printf("\n");
+      }
+    }
+    return 0;
+  }
   const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"}, {"q8_0", "32"}, {"q4_1", "128"}, {"f32", "0"}};
   std::printf("%-20s %-8s %12s %10s %14s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us", "GFLOP/s");
   for (const Shape& s : shapes) {

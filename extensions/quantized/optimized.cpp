@@ -1,8 +1,9 @@
 // The fast kernels of kiln_quantized::linear and ::embedding (the optimized tier).
 //
 // linear: a constant quantized weight is repacked once per program into the level's panels
-// (q_kernels.h). Up to QKernels::max_rows rows of x (decode steps) go through gemv, which reads
-// the 4- or 8-bit panels once and keeps the sums in registers; more rows (prefill) go through the
+// (q_kernels.h). Up to QKernels::max_rows (16) rows of x (decode steps, one per sequence of a batch)
+// go through gemv, which reads the 4- or 8-bit panels once for all the rows and gives each row the
+// bits it gets alone; more rows (prefill) go through the
 // f32 GEMM (optimized/gemm_driver.h) with a packing hook that decodes each B block from the panels
 // into worker scratch, so every weight is decoded once per call and multiplied as float32.
 // compute="int8" is served by the reference kernel.
@@ -36,6 +37,8 @@ const char* scheme_name(Scheme s) { return s == Scheme::Q8_0 ? "q8_0" : s == Sch
 
 // Below this many weights a decode step stays on the calling thread (waking a worker costs more).
 constexpr int64_t kMinParallelWeights = int64_t{1} << 17;
+// At least QKernels::max_rows: the rows of one decode call (a batch's steps).
+constexpr int kMaxDecodeRows = 16;
 
 struct PackArg {
   QuantMatrix w;
@@ -145,6 +148,7 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   s->panels = arg.layout;
   s->panels.data = static_cast<const uint8_t*>(packed.value());
   // Decode steps: q4_1 needs the sums of x per group; prefill: the GEMM's blocks.
+  KILN_CHECK_OR_RETURN(qk.max_rows <= kMaxDecodeRows, Internal, "%s: gemv takes %d rows", kLinearOp, qk.max_rows);
   if (a.w.scheme == Scheme::Q4_1) {
     ctx.scratch_bytes = static_cast<size_t>(std::min<int64_t>(a.m, qk.max_rows) * a.w.groups()) * sizeof(float);
   }
@@ -182,13 +186,14 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
     const int rows = static_cast<int>(a.m);
     // gemv sums x * q per group before scaling by d: |q| <= 128, so below this bound no such sum
     // overflows. Infinities, NaN and larger values take the decoded products (QKernels::gemv_decoded).
+    // Decided per row, so that a row's path (and its bits) never depends on the other rows of a batch.
     const float limit = std::numeric_limits<float>::max() / (128.0f * static_cast<float>(w.group));
-    const bool split = within(x, a.m * w.k, limit);
-    float* xsum = nullptr;
-    if (split && w.scheme == QScheme::Q4_1) {
-      xsum = static_cast<float*>(ctx.scratch);
+    bool split[kMaxDecodeRows];
+    for (int r = 0; r < rows; ++r) split[r] = within(x + r * w.k, w.k, limit);
+    float* xsum = w.scheme == QScheme::Q4_1 ? static_cast<float*>(ctx.scratch) : nullptr;
+    if (xsum != nullptr) {
       for (int r = 0; r < rows; ++r) {
-        for (int64_t g = 0; g < w.groups; ++g) {
+        for (int64_t g = 0; g < w.groups && split[r]; ++g) {
           float sum = 0.0f;
           for (int64_t i = 0; i < w.group; ++i) sum += x[r * w.k + g * w.group + i];
           xsum[r * w.groups + g] = sum;
@@ -198,10 +203,16 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
     const bool threads = w.n * w.k * rows >= kMinParallelWeights && num_threads() > 1;
     const int64_t grain = threads ? (w.panels + num_threads() - 1) / num_threads() : w.panels;
     parallel_for(w.panels, std::max<int64_t>(grain, 1), [&](int64_t p0, int64_t p1) {
-      if (split)
-        s.q->gemv(w, p0, p1, x, w.k, rows, xsum, bias, y, w.n);
-      else
-        s.q->gemv_decoded(w, p0, p1, x, w.k, rows, bias, y, w.n);
+      // Runs of consecutive rows that take the same path.
+      for (int r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
+        for (r1 = r0 + 1; r1 < rows && split[r1] == split[r0];) ++r1;
+        const float* xr = x + r0 * w.k;
+        float* yr = y + r0 * w.n;
+        if (split[r0])
+          s.q->gemv(w, p0, p1, xr, w.k, r1 - r0, xsum != nullptr ? xsum + r0 * w.groups : nullptr, bias, yr, w.n);
+        else
+          s.q->gemv_decoded(w, p0, p1, xr, w.k, r1 - r0, bias, yr, w.n);
+      }
     });
     return Status::ok();
   }

@@ -54,10 +54,12 @@ struct QRows {
 
 struct QKernels {
   int nr = 0;        // panel width: the level's F32GemmKernels::nr
-  int max_rows = 0;  // rows of x one gemv call takes
+  int max_rows = 0;  // rows of x one gemv call takes (16 at every level: a batch's decode steps)
   // y[r * ldy + j] = sum_i x[r * ldx + i] * w[j][i] (+ bias[j]) for rows r < rows (1..max_rows)
   // and the columns j of panels [p0, p1). q4_1 reads xsum[r * groups + g], the sum of row r of x
-  // over group g.
+  // over group g. Each row's result is bit-identical whatever `rows`, the other rows and [p0, p1)
+  // are: every row is summed in the same order (batched decoding gives each sequence the tokens it
+  // would get alone).
   void (*gemv)(const QPanels& w, int64_t p0, int64_t p1, const float* x, int64_t ldx, int rows, const float* xsum,
                const float* bias, float* y, int64_t ldy) = nullptr;
   // The same sums with every weight decoded before it is multiplied (x * (d q + m), the reference's

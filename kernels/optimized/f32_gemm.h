@@ -43,7 +43,8 @@ using GemmTileFn = void (*)(const GemmTile& t);
 struct F32GemmKernels {
   int mr = 0, nr = 0;              // register tile: mr rows by nr columns of C
   int64_t kc = 0, mc = 0, nc = 0;  // cache blocks: K slice, rows of A per L2 block, columns of B per block
-  // tile[r - 1] computes a tile of r rows (1 <= r <= mr); tile[0] is the GEMV.
+  // tile[r - 1] computes a tile of r rows (1 <= r <= mr), each element summed in the same order at
+  // every height (and in gemv4), so that a row of C never depends on the other rows of A.
   GemmTileFn tile[kGemmMaxMR] = {};
   // The same for a tile of at most nr / 2 valid columns (the last panel of an N that is not a
   // multiple of nr): it computes half the vectors.

@@ -205,7 +205,21 @@ void run_task(const F32GemmKernels& kr, const GemmProblem& p, int64_t batch, con
           }
           continue;
         }
-        for (int64_t panel = pb; panel < pe; ++panel) {
+        if (me - mb == 1) {
+          // One row (B packed at run): four panels at a time, so that eight sums hide the FMA
+          // latency; the same sums as the one-row tile's.
+          for (int64_t panel = pb; panel < pe; panel += 4) {
+            GemmTile four[4] = {t, t, t, t};
+            const int count = static_cast<int>(std::min<int64_t>(4, pe - panel));
+            for (int j = 0; j < count; ++j) place(four[j], mb, panel + j);
+            if (count == 4) {
+              kr.gemv4(four);
+            } else {
+              for (int j = 0; j < count; ++j) (four[j].nc <= nr / 2 ? kr.narrow : kr.tile)[0](four[j]);
+            }
+          }
+        }
+        for (int64_t panel = pb; panel < pe && me - mb > 1; ++panel) {
           for (int64_t i0 = mb; i0 < me; i0 += mr) {
             const int64_t rows = std::min(mr, me - i0);
             place(t, i0, panel);

@@ -105,30 +105,46 @@ void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict
   }
 }
 
-// C[0:m0] += alpha * dot products: used when the problem is a matrix-vector product,
+// The matrix-vector paths below sum every element of C exactly as micro_kernel does (from zero over
+// each slice of KC rows of K in order, then C = alpha * sum for the first slice when overwriting, or
+// C += alpha * sum), so that a row of C never depends on how many rows A has: batched decoding
+// gives each sequence the result it gets alone (docs/kernels.md, "Row-exact products").
+
+// C[0:rows] (+)= alpha * dot products: used when the problem is a matrix-vector product,
 // where packing would only add traffic. `x` is contiguous; rows of `mat` are contiguous.
+// Eight rows at a time: eight independent sums.
 void gemv_rows(const float* mat, int64_t ld, const float* x, int64_t k, float* y, int64_t y_stride, int64_t rows,
                float alpha, bool overwrite) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = mat + r * ld;
-    float part[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= k; i += 8)
-      for (int64_t j = 0; j < 8; ++j) part[j] += row[i + j] * x[i + j];
-    float s = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
-    for (; i < k; ++i) s += row[i] * x[i];
-    y[r * y_stride] = overwrite ? alpha * s : y[r * y_stride] + alpha * s;
+  constexpr int64_t kRows = 8;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int64_t n = std::min(kRows, rows - r0);
+    for (int64_t k0 = 0; k0 < k; k0 += KC) {
+      const int64_t k1 = std::min(k, k0 + KC);
+      float s[kRows] = {};
+      for (int64_t i = k0; i < k1; ++i)
+        for (int64_t r = 0; r < n; ++r) s[r] += mat[(r0 + r) * ld + i] * x[i];
+      for (int64_t r = 0; r < n; ++r) {
+        float& out = y[(r0 + r) * y_stride];
+        out = overwrite && k0 == 0 ? alpha * s[r] : out + alpha * s[r];
+      }
+    }
   }
 }
 
-// y[0:n] (+)= alpha * sum_k x[k] * B[k, 0:n] with rows of B contiguous.
+// y[0:n] (+)= alpha * sum_k x[k] * B[k, 0:n] with rows of B contiguous (n <= kAxpyCols).
+constexpr int64_t kAxpyCols = 512;
 void axpy_rows(const float* b, int64_t ld, const float* x, int64_t xs, int64_t k, float* y, int64_t n, float alpha,
                bool overwrite) {
-  if (overwrite) std::fill(y, y + n, 0.0f);
-  for (int64_t p = 0; p < k; ++p) {
-    const float s = alpha * x[p * xs];
-    const float* row = b + p * ld;
-    for (int64_t j = 0; j < n; ++j) y[j] += s * row[j];
+  float s[kAxpyCols];
+  for (int64_t k0 = 0; k0 < k; k0 += KC) {
+    const int64_t k1 = std::min(k, k0 + KC);
+    std::fill(s, s + n, 0.0f);
+    for (int64_t p = k0; p < k1; ++p) {
+      const float xp = x[p * xs];
+      const float* row = b + p * ld;
+      for (int64_t j = 0; j < n; ++j) s[j] += xp * row[j];
+    }
+    for (int64_t j = 0; j < n; ++j) y[j] = overwrite && k0 == 0 ? alpha * s[j] : y[j] + alpha * s[j];
   }
 }
 
@@ -137,7 +153,7 @@ bool try_gemv(const GemmProblem& p, int64_t batches) {
   if (p.pack_b != nullptr) return false;
   if (p.m == 1 && p.b_cs == 1 && p.b_rs != 1) {
     // Row vector times row-major B: stream rows of B into column chunks of y.
-    constexpr int64_t kCols = 512;
+    constexpr int64_t kCols = kAxpyCols;
     const int64_t chunks = (p.n + kCols - 1) / kCols;
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.k * kCols));
     parallel_for(batches * chunks, grain, [&](int64_t begin, int64_t end) {

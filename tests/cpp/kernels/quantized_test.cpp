@@ -79,15 +79,16 @@ struct Case {
 const Case kCases[] = {{"q8_0", 32},  {"q8_0", 64}, {"q8_0", 0},  {"q4_0", 32}, {"q4_0", 64},
                        {"q4_0", 128}, {"q4_1", 32}, {"q4_1", 64}, {"q4_1", 128}};
 
-// (m, n, k in groups): one row (decode) and the row counts around the gemv limit (2 on AVX2 and the
-// baseline, 4 on AVX-512 and NEON) and the GEMM's tiles; N of 1, primes and around the panel widths
-// (8, 16, 32); K of one group to much larger than N.
+// (m, n, k in groups): one row (decode) and the row counts around gemv's limits (all sums in
+// registers up to 2 rows on AVX2 and the baseline, 4 on AVX-512 and NEON; row tiles of 4 or 8 up to
+// 16 rows; the GEMM above) and the GEMM's tiles; N of 1, primes and around the panel widths (8, 16,
+// 32); K of one group to much larger than N.
 struct Shape {
   int64_t m, n, groups;
 };
-const Shape kShapes[] = {{1, 1, 1},   {1, 7, 3},   {1, 33, 2}, {2, 31, 5}, {3, 17, 4},  {4, 64, 2},
-                         {5, 9, 3},   {7, 100, 1}, {8, 32, 6}, {1, 3, 64}, {64, 65, 3}, {65, 257, 2},
-                         {13, 16, 9}, {1, 576, 9}, {2, 8, 17}, {33, 1, 4}};
+const Shape kShapes[] = {{1, 1, 1},   {1, 7, 3},  {1, 33, 2},  {2, 31, 5},  {3, 17, 4},   {4, 64, 2},  {5, 9, 3},
+                         {7, 100, 1}, {8, 32, 6}, {1, 3, 64},  {64, 65, 3}, {65, 257, 2}, {13, 16, 9}, {1, 576, 9},
+                         {2, 8, 17},  {33, 1, 4}, {16, 70, 3}, {17, 40, 2}, {11, 1, 2},   {9, 200, 4}};
 
 KILN_TEST(quantized_linear_matches_reference) {
   for (const Case& c : kCases) {
@@ -176,7 +177,7 @@ KILN_TEST(quantized_linear_nan_and_infinity_reach_their_rows) {
   }
 }
 
-// Decode steps (1 to 4 rows: gemv) and a prefill (6 rows: the GEMM) with infinities and values
+// Decode steps (1 to 16 rows: gemv) and a prefill (20 rows: the GEMM) with infinities and values
 // near the float range in single rows, every scheme. The reference multiplies x by each decoded
 // weight, so a +-inf in x gives +-inf (NaN only against a zero weight), and x = 3e36 against
 // |w| < 1 stays finite; per-group sums of x * q would give q4_1's inf * 0 and inf - inf, and reach
@@ -186,7 +187,7 @@ KILN_TEST(quantized_linear_infinities_and_large_values_like_the_reference) {
   for (const Case& c : kCases) {
     const int64_t k = c.group == 0 ? 96 : 2 * c.group, n = 45;
     QWeight w = random_weight(c.scheme, n, k, c.group != 0 ? c.group : k);
-    for (int64_t m : {1, 2, 3, 4, 6}) {
+    for (int64_t m : {1, 2, 3, 4, 6, 9, 16, 20}) {
       for (int variant = 0; variant < 3; ++variant) {
         TestTensor x = TestTensor::random({m, k});
         const int64_t last = (m - 1) * k;
