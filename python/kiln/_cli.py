@@ -1,5 +1,5 @@
 """The `kiln` command (also `python -m kiln`): SDK locators, inspect, run, profile, bench, ops, doctor
-(and the LLM commands of _llm_cli.py: llm export, generate, chat)."""
+(and the LLM commands of _llm_cli.py: llm export, generate, chat, serve)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The LLM commands of `kiln` (also `python -m kiln`): `kiln llm export`, `kiln generate`, `kiln chat`."""
+"""The LLM commands of `kiln` (also `python -m kiln`): `kiln llm export`, `kiln generate`, `kiln chat`,
+`kiln serve` (an OpenAI-compatible HTTP server, kiln.serve)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("llm", "generate", "chat")
+COMMANDS = ("llm", "generate", "chat", "serve")
 
 
 def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
@@ -59,6 +60,25 @@ def add_commands(sub) -> None:
     p.add_argument("--system", help="the system message (default: the template's own, if any)")
     _sampling_args(p, temperature=0.8)
 
+    p = sub.add_parser("serve", help="an OpenAI-compatible HTTP server for a .kiln LLM program (docs/serving.md; "
+                                     "pip install 'kiln[serve]')")
+    p.add_argument("program")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--slots", type=int, default=0, metavar="N",
+                   help="requests generated together (default: all the file has, kiln llm export --slots)")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' on every route but /health (default: KILN_API_KEY)")
+    p.add_argument("--max-queue", type=int, default=64, metavar="N",
+                   help="requests that may wait for a slot; more are answered 429 (default 64)")
+    p.add_argument("--ctx", type=int, metavar="N",
+                   help="context of a request, prompt and answer (default and at most: the program's)")
+    p.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="threads of the runtime's pool (default: KILN_NUM_THREADS, else one per core)")
+    p.add_argument("--model-name", metavar="NAME", help="the model's id in the API (default: the file's name)")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                   help="uvicorn's log level (default info; debug adds one line per request)")
+
 
 def run(args, parser: argparse.ArgumentParser) -> int:
     if args.command == "llm":
@@ -68,6 +88,10 @@ def run(args, parser: argparse.ArgumentParser) -> int:
         return _export(args)
     if args.command == "generate":
         return _generate(args)
+    if args.command == "serve":
+        from .serve import run as serve
+
+        return serve(args)
     return _chat(args)
 
 
