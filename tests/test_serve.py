@@ -386,6 +386,11 @@ def test_client_errors(server, model):
     assert_error(post(server, "/v1/completions", {"model": model, "prompt": [1, -5]}), 400, param="prompt")
     assert_error(post(server, "/v1/completions", {"model": model, "prompt": ""}), 400, param="prompt")
     assert_error(post(server, "/v1/completions", {"model": model, "prompt": {"a": 1}}), 400, param="prompt")
+    # text that is not Unicode (JSON may escape a lone surrogate)
+    assert_error(post(server, "/v1/completions", None, raw=b'{"prompt": "a\\ud800b"}'), 400, param="prompt")
+    assert_error(post(server, chat, None, raw=b'{"messages": [{"role": "user", "content": "\\udfff"}]}'), 400)
+    assert_error(post(server, "/v1/completions", None, raw=b'{"prompt": "a", "stop": ["\\ud800"]}'), 400)
+    assert_error(post(server, chat, None, raw=b'{"messages": [' + b'[' * 100000 + b']' * 100000 + b']}'), 400)
     # accepted and ignored: fields OpenAI defines that kiln does not use, unknown fields
     r = post(server, chat, {"model": model, "messages": MESSAGES, "max_tokens": 2, "user": "u1",
                             "presence_penalty": 0.5, "metadata": {"a": "b"}, "something_new": [1, 2]})
@@ -393,6 +398,40 @@ def test_client_errors(server, model):
     # the model: another name is 404
     assert_error(post(server, chat, {"model": "gpt-4o", "messages": MESSAGES}), 404, code="model_not_found")
     assert_error(httpx.get(server.url + "/v1/nothing", timeout=10), 404)
+
+
+def test_random_bodies_never_500(server, model):
+    """Each known field given values of every JSON type (a fixed random sample): 200 or a 4xx, never more."""
+    rng = random.Random(7)
+    values = [None, True, False, 0, -1, 1, 2, 2.5, -0.5, 1e308, 2**70, "", "x", "\u00e9\U0001f600", [], {}, [1],
+              ["a"], [[1]], {"a": 1}, {"type": "json_object"}, {"type": "text"}, [{"role": "user", "content": "x"}]]
+    fields = ["model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n",
+              "stop", "seed", "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "top_k",
+              "min_p", "repetition_penalty", "echo", "suffix", "user", "logit_bias", "tools", "best_of",
+              "presence_penalty"]
+    seen = set()
+    for i in range(120):
+        route = "/v1/chat/completions" if i % 2 else "/v1/completions"
+        body = {"model": model, "max_tokens": 2} if rng.random() < 0.8 else {}
+        if route.startswith("/v1/chat"):
+            body["messages"] = MESSAGES
+        else:
+            body["prompt"] = "Hi"
+        for name in rng.sample(fields, rng.randint(1, 4)):
+            body[name] = rng.choice(values)
+        if isinstance(body.get("n"), int) and not isinstance(body["n"], bool) and body["n"] > 2:
+            body["n"] = 2
+        for key in ("max_tokens", "max_completion_tokens"):  # bounded work
+            if isinstance(body.get(key), (int, float)) and not isinstance(body[key], bool) and body[key] > 4:
+                body[key] = 4
+        body.setdefault("max_tokens", 2)
+        r = post(server, route, body)
+        assert r.status_code < 500, (body, r.text)
+        seen.add(r.status_code)
+        if r.status_code != 200:
+            assert_error(r, r.status_code)
+    assert 200 in seen and 400 in seen
+    assert server.health()["status"] == "ok"
 
 
 def test_prompt_too_long(server, model):
@@ -427,6 +466,24 @@ def test_nothing_stops_the_server(server, model):
     assert server.health()["status"] == "ok"
     r = server.client().completions.create(model=model, prompt="Hi", max_tokens=2)
     assert r.choices[0].text is not None
+
+
+def test_disconnect_frees_the_slot(server, model):
+    """A client that leaves before its (non-streamed) answer: its generation is cancelled."""
+    before = metrics(server)
+    body = json.dumps({"model": model, "prompt": "The sea", "max_tokens": CONTEXT - 8,
+                       "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 60
+        while metrics(server)["kiln_active_slots"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    wait_idle(server)
+    after = metrics(server)
+    key = 'kiln_generations_total{finish_reason="cancelled"}'
+    assert after.get(key, 0) - before.get(key, 0) == 1
+    assert after['kiln_requests_total{route="/v1/completions",status="499"}'] >= 1
 
 
 @pytest.fixture(scope="module")

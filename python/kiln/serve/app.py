@@ -246,10 +246,11 @@ class Server:
         return await self._generate(request, "text", prompt, s, s.stop, param="prompt", echo=prompt_text)
 
     # ------------------------------------------------------------------ generation
-    def _count(self, prompt) -> int:
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+    def _encode(self, prompt) -> tuple:
+        """(ids, the prompt's length in tokens with the BOS the engine prepends)."""
+        ids = list(self.tokenizer.encode(prompt)) if isinstance(prompt, str) else list(prompt)
         extra = 1 if self._bos is not None and (not ids or ids[0] != self._bos) else 0
-        return len(ids) + extra
+        return ids, len(ids) + extra
 
     def _guidance_tokenizer(self):
         with self._guidance_lock:
@@ -280,7 +281,12 @@ class Server:
 
     async def _generate(self, request: Request, kind: str, prompt, s: Sampling, stops: list, *, param: str,
                         echo: str = "") -> Response:
-        n_prompt = await run_in_threadpool(self._count, prompt)
+        try:
+            ids, n_prompt = await run_in_threadpool(self._encode, prompt)
+        except kiln.InvalidArgument as e:  # text that is not Unicode (a lone surrogate), ...
+            raise bad(param, str(e)) from None
+        if not ids:
+            raise bad(param, f"the {'messages make' if kind == 'chat' else 'prompt is'} no tokens")
         if n_prompt >= self.context:
             what = "messages" if kind == "chat" else "prompt"
             raise APIError(400, f"This model's maximum context length is {self.context} tokens. However, your "
@@ -298,7 +304,7 @@ class Server:
             options = dict(max_new_tokens=max_new, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                            min_p=s.min_p, repetition_penalty=s.repetition_penalty, seed=seed, stop=stops or None,
                            ignore_eos=s.ignore_eos, logprobs=s.logprobs)
-            jobs.append((prompt, options, cons[i]))
+            jobs.append((ids, options, cons[i]))  # ids: the engine need not encode it again
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         try:
@@ -310,6 +316,10 @@ class Server:
             message = str(e)
             code = "context_length_exceeded" if "context" in message else "invalid_value"
             raise APIError(400, message, param=param if code != "invalid_value" else None, code=code) from None
+        except kiln.KilnError as e:  # the engine could not take it (not the client's doing)
+            log.warning("BatchRunner.submit failed: %s: %s", type(e).__name__, e)
+            raise APIError(503, f"the engine cannot take the request: {type(e).__name__}: {e}",
+                           type="server_error", code="engine_error") from None
         gen = _Generation(self, kind, s, rids, queue, n_prompt, echo)
         if s.stream:
             return SSEResponse(gen.stream(), gen.cancel)

@@ -73,6 +73,14 @@ def get(body: dict, name: str, kind, default=None, *, minimum=None, maximum=None
     return v
 
 
+def _is_unicode(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def _stop(body: dict) -> list:
     stop = body.get("stop")
     if stop is None:
@@ -83,6 +91,9 @@ def _stop(body: dict) -> list:
         raise bad("stop", "'stop' must be a string or an array of strings", "invalid_type")
     if len(stop) > MAX_STOP:
         raise bad("stop", f"'stop' holds at most {MAX_STOP} strings, got {len(stop)}")
+    for i, s in enumerate(stop):
+        if not _is_unicode(s):
+            raise bad("stop", f"stop[{i}] is not valid Unicode text (a lone surrogate)")
     return [s for s in stop if s]
 
 

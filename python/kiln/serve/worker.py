@@ -62,8 +62,11 @@ class Worker:
         with self.cond:
             if self.stopping:
                 raise QueueFull("the server is shutting down")
-            if self.batch.queued + len(jobs) > self.max_queue:
-                raise QueueFull(f"the queue is full ({self.max_queue} requests wait for a slot)")
+            # Those that will wait for a slot once the free ones are taken (submitted requests count
+            # as queued until the next step admits them).
+            waiting = self.batch.queued + len(jobs) - max(0, self.batch.slots - self.batch.active)
+            if waiting > self.max_queue:
+                raise QueueFull(f"the queue is full (at most {self.max_queue} requests wait for a slot)")
             rids = []
             try:
                 for i, (prompt, options, constraint) in enumerate(jobs):
@@ -116,7 +119,7 @@ class Worker:
             subs, self.subs = self.subs, {}
             for rid, sub in subs.items():
                 self.batch.cancel(rid)
-                sub.loop.call_soon_threadsafe(sub.queue.put_nowait, (sub.index, None, message))
+                _post(sub, (sub.index, None, message))
 
     def _dispatch(self, events) -> None:
         now = time.perf_counter()
@@ -144,4 +147,11 @@ class Worker:
                     stats = ev.stats or {}
                     self.metrics.finish(ev.finish_reason, int(stats.get("prompt_tokens", 0)),
                                         int(stats.get("generated_tokens", sub.tokens)))
-                sub.loop.call_soon_threadsafe(sub.queue.put_nowait, (sub.index, ev, None))
+                _post(sub, (sub.index, ev, None))
+
+
+def _post(sub: Subscriber, item) -> None:
+    try:
+        sub.loop.call_soon_threadsafe(sub.queue.put_nowait, item)
+    except RuntimeError:  # the event loop has closed (shutdown)
+        pass
