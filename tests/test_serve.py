@@ -39,6 +39,7 @@ def _export_has_slots() -> bool:
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
+    """The test model, with SLOTS slots (BatchRunner's KV caches: `kiln llm export --slots`)."""
     from zoo import smollm2
 
     path = tmp_path_factory.mktemp("serve") / "tiny.kiln"
@@ -102,7 +103,7 @@ class ServerProcess:
 
 @pytest.fixture(scope="module")
 def server(program):
-    s = ServerProcess(program, "--slots", SLOTS, "--max-queue", 64)
+    s = ServerProcess(program, "--max-queue", 64)  # every slot the file has
     yield s
     s.stop()
     assert s.proc.returncode in (0, -15), s.output()
@@ -617,3 +618,21 @@ def test_missing_extra(tmp_path, program):
                           env=env, timeout=120)
     assert proc.returncode == 1
     assert "pip install 'kiln[serve]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shutdown_ends_streams(program):
+    """SIGTERM: the generations in flight end at once, their clients told (an error event), then it exits."""
+    s = ServerProcess(program, "--slots", 1)
+    try:
+        client = s.client()
+        model = client.models.list().data[0].id
+        stream = client.completions.create(model=model, prompt="The sea", max_tokens=CONTEXT - 8, stream=True,
+                                           extra_body={"ignore_eos": True})
+        next(iter(stream))
+        s.proc.terminate()
+        with pytest.raises(openai.APIError, match="shutting down"):
+            for _ in stream:
+                pass
+        assert s.proc.wait(timeout=60) in (0, -15)  # uvicorn re-raises SIGTERM once it has shut down
+    finally:
+        s.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 EXTRA_HINT = "pip install 'kiln[serve]'"
 
@@ -81,5 +82,14 @@ def run(args) -> int:
     config = uvicorn.Config(server.app(), host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.log_level == "debug", timeout_graceful_shutdown=5,
                             lifespan="on", server_header=False)
-    uvicorn.Server(config).run()
+
+    class Uvicorn(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # Ctrl-C / SIGTERM: end the generations in flight now (their clients are told), so
+            # the graceful shutdown does not wait for whole answers. From a thread: this runs
+            # in a signal handler.
+            threading.Thread(target=server.worker.shutdown, daemon=True).start()
+            super().handle_exit(sig, frame)
+
+    Uvicorn(config).run()
     return 0

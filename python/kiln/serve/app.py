@@ -30,7 +30,7 @@ import kiln
 from . import constraints
 from .metrics import Metrics
 from .protocol import APIError, Sampling, bad, model_of, parse_chat, parse_completion
-from .worker import QueueFull, Worker
+from .worker import QueueFull, ShuttingDown, Worker
 
 log = logging.getLogger("kiln.serve")
 
@@ -111,6 +111,8 @@ class Server:
         self._guidance_error: str | None = None
         self._guidance_lock = threading.Lock()
         self._token_text: dict = {}
+        chat_stops = batch.chat_stop_strings
+        self.chat_stops = list(chat_stops() if callable(chat_stops) else chat_stops)
         bos = self.config.get("bos_id", -1)
         self._bos = bos if self.config.get("add_bos") and bos is not None and bos >= 0 else None
 
@@ -231,7 +233,7 @@ class Server:
                            param="messages", code="chat_not_supported") from None
         except kiln.InvalidArgument as e:
             raise bad("messages", str(e)) from None
-        stops = s.stop + [t for t in self.batch.chat_stop_strings if t not in s.stop]
+        stops = s.stop + [t for t in self.chat_stops if t not in s.stop]
         return await self._generate(request, "chat", prompt, s, stops, param="messages")
 
     async def completions(self, request: Request) -> Response:
@@ -309,6 +311,8 @@ class Server:
         queue: asyncio.Queue = asyncio.Queue()
         try:
             rids = self.worker.submit(jobs, loop, queue)
+        except ShuttingDown as e:
+            raise APIError(503, str(e), type="server_error", code="shutting_down") from None
         except QueueFull as e:
             raise APIError(429, str(e), type="rate_limit_error", code="queue_full", headers={"retry-after": "1"}) \
                 from None
@@ -366,6 +370,10 @@ class _Generation:
                 c.tokens.append((ev.token, ev.logprob, list(ev.top_logprobs)))
         if ev.text:
             c.text.append(ev.text)
+        if ev.finished and ev.finish_reason == "cancelled" and self.server.worker.stopping:
+            self.open -= 1
+            raise APIError(503, "the server is shutting down: the generation was stopped", type="server_error",
+                           code="shutting_down")
         if ev.finished:
             c.finish_reason = FINISH.get(ev.finish_reason, "stop")
             c.stats = dict(ev.stats or {})

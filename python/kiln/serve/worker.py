@@ -19,6 +19,10 @@ class QueueFull(Exception):
     pass
 
 
+class ShuttingDown(Exception):
+    pass
+
+
 class Subscriber:
     """Where one engine request's events go: (loop, asyncio.Queue), tagged with `index` (the choice)."""
 
@@ -47,13 +51,18 @@ class Worker:
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
+        """Refuses new requests and cancels those in flight (their clients get a 503 or an error event)."""
         with self.cond:
             self.stopping = True
             for rid in list(self.subs):
                 self.batch.cancel(rid)
             self.cond.notify_all()
-        self.thread.join(timeout=30)
+
+    def stop(self) -> None:
+        self.shutdown()
+        if self.thread.is_alive():
+            self.thread.join(timeout=30)
 
     def submit(self, jobs: list, loop, queue) -> list:
         """Submits all `jobs` [(prompt, options, constraint or None)] or none (QueueFull when they do
@@ -61,7 +70,7 @@ class Worker:
         the rids, job i's events tagged with index i."""
         with self.cond:
             if self.stopping:
-                raise QueueFull("the server is shutting down")
+                raise ShuttingDown("the server is shutting down")
             # Those that will wait for a slot once the free ones are taken (submitted requests count
             # as queued until the next step admits them).
             waiting = self.batch.queued + len(jobs) - max(0, self.batch.slots - self.batch.active)
