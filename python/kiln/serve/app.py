@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -38,6 +39,11 @@ MAX_BODY_BYTES = 1 << 20
 _DISCONNECT = object()
 FINISH = {"stop_token": "stop", "stop_string": "stop", "max_new_tokens": "length", "context_full": "length",
           "cancelled": "stop"}
+
+
+def _finite(logprob: float) -> float:
+    """JSON has no -inf or NaN: OpenAI writes -9999 for a token of probability 0."""
+    return logprob if math.isfinite(logprob) else -9999.0
 
 
 def _reject_constant(name):
@@ -391,7 +397,7 @@ class _Generation:
         tok = self.server.tokenizer
 
         def entry(t, lp):
-            return {"token": text(t), "logprob": lp, "bytes": list(tok.token_bytes(t))}
+            return {"token": text(t), "logprob": _finite(lp), "bytes": list(tok.token_bytes(t))}
 
         return {"content": [dict(entry(t, lp), top_logprobs=[entry(i, l) for i, l in top])
                             for t, lp, top in tokens], "refusal": None}
@@ -401,8 +407,8 @@ class _Generation:
         out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
         for t, lp, top in tokens:
             out["tokens"].append(text(t))
-            out["token_logprobs"].append(lp)
-            out["top_logprobs"].append({text(i): l for i, l in top})
+            out["token_logprobs"].append(_finite(lp))
+            out["top_logprobs"].append({text(i): _finite(l) for i, l in top})
             out["text_offset"].append(offset)
             offset += len(text(t))
         return out
