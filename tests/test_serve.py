@@ -105,8 +105,10 @@ class ServerProcess:
 def server(program):
     s = ServerProcess(program, "--max-queue", 64)  # every slot the file has
     yield s
+    output = s.output()
     s.stop()
-    assert s.proc.returncode in (0, -15), s.output()
+    assert s.proc.returncode in (0, -15), output
+    assert "Traceback" not in output and "internal error" not in output, output
 
 
 @pytest.fixture(scope="module")
@@ -467,6 +469,10 @@ def test_nothing_stops_the_server(server, model):
     assert server.health()["status"] == "ok"
     r = server.client().completions.create(model=model, prompt="Hi", max_tokens=2)
     assert r.choices[0].text is not None
+    deadline = time.monotonic() + 30
+    while not any('status="499"' in k for k in metrics(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the half body's request ends when the server sees the connection closed
+    assert not [k for k in metrics(server) if re.search(r'status="5\d\d"', k)]
 
 
 def test_disconnect_frees_the_slot(server, model):

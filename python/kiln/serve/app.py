@@ -22,7 +22,7 @@ import uuid
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -36,6 +36,7 @@ from .worker import QueueFull, ShuttingDown, Worker
 log = logging.getLogger("kiln.serve")
 
 MAX_BODY_BYTES = 1 << 20
+BODY_TIMEOUT_S = 60.0  # a client trickling its body holds a connection, not more
 _DISCONNECT = object()
 FINISH = {"stop_token": "stop", "stop_string": "stop", "max_new_tokens": "length", "context_full": "length",
           "cancelled": "stop"}
@@ -165,6 +166,9 @@ class Server:
             except APIError as e:
                 status = e.status
                 return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+            except ClientDisconnect:  # gone while sending its body: nobody to answer
+                status = 499
+                return Response(status_code=499)
             except Exception:  # a bug of kiln's, not the client's: logged, answered 500
                 log.exception("internal error on %s", path)
                 return JSONResponse(APIError(500, "internal server error", type="server_error").body(),
@@ -190,11 +194,19 @@ class Server:
             raise APIError(413, f"the request body is {length} bytes; at most {self.max_body_bytes} are accepted",
                            code="request_too_large")
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > self.max_body_bytes:
-                raise APIError(413, f"the request body is larger than {self.max_body_bytes} bytes",
-                               code="request_too_large")
+
+        async def read():
+            async for chunk in request.stream():
+                data.extend(chunk)
+                if len(data) > self.max_body_bytes:
+                    raise APIError(413, f"the request body is larger than {self.max_body_bytes} bytes",
+                                   code="request_too_large")
+
+        try:
+            await asyncio.wait_for(read(), BODY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise APIError(408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s",
+                           code="request_timeout") from None
         try:
             body = json.loads(bytes(data), parse_constant=_reject_constant)
         except (ValueError, RecursionError) as e:
