@@ -392,6 +392,10 @@ class _Generation:
             self.open -= 1
             raise APIError(503, "the server is shutting down: the generation was stopped", type="server_error",
                            code="shutting_down")
+        if ev.finished and ev.finish_reason == "error":  # the engine's forward call failed
+            self.open -= 1
+            raise APIError(500, f"the engine failed: {getattr(ev, 'error', '') or 'unknown error'}",
+                           type="server_error", code="engine_error")
         if ev.finished:
             c.finish_reason = FINISH.get(ev.finish_reason, "stop")
             c.stats = dict(ev.stats or {})
