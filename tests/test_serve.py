@@ -497,7 +497,7 @@ def test_disconnect_frees_the_slot(server, model):
 
 @pytest.fixture(scope="module")
 def guarded(program):
-    s = ServerProcess(program, "--slots", 1, "--max-queue", 1, "--api-key", "sekret")
+    s = ServerProcess(program, "--slots", 1, "--max-queue", 1, "--api-key", "sekret", "--ctx", CONTEXT // 2)
     yield s
     s.stop()
 
@@ -513,6 +513,24 @@ def test_api_key(guarded):
     assert guarded.client(api_key="sekret").models.list().data
 
 
+def test_ctx(guarded):
+    """--ctx: a request's context (prompt and answer) smaller than the program's."""
+    key = {"authorization": "Bearer sekret"}
+    ctx = CONTEXT // 2
+    card = httpx.get(guarded.url + "/v1/models", headers=key, timeout=10).json()["data"][0]
+    assert card["context_length"] == ctx
+    err = assert_error(post(guarded, "/v1/completions", {"prompt": "word " * (ctx + 2)}, headers=key), 400,
+                       code="context_length_exceeded")
+    assert str(ctx) in err["message"]
+    assert_error(post(guarded, "/v1/completions", {"prompt": "Hi", "max_tokens": ctx + 1}, headers=key), 400,
+                 param="max_tokens")
+    r = post(guarded, "/v1/completions", {"prompt": "word " * (ctx - 6), "max_tokens": ctx, "ignore_eos": True},
+             headers=key)
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    assert usage["total_tokens"] <= ctx and r.json()["choices"][0]["finish_reason"] == "length"
+
+
 def test_queue_full(guarded):
     """One slot, a queue of one: a third request while two run is answered 429 at once."""
     client = guarded.client(api_key="sekret")
@@ -521,7 +539,7 @@ def test_queue_full(guarded):
     try:
         for _ in range(6):
             try:
-                s = client.completions.create(model=model, prompt="The sea", max_tokens=200, stream=True,
+                s = client.completions.create(model=model, prompt="The sea", max_tokens=CONTEXT // 2 - 8, stream=True,
                                               extra_body={"ignore_eos": True})
             except openai.RateLimitError as e:
                 refused = e
