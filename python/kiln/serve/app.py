@@ -323,7 +323,8 @@ class Server:
             seed = -1 if s.seed is None else (s.seed + i) % (1 << 63)
             options = dict(max_new_tokens=max_new, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                            min_p=s.min_p, repetition_penalty=s.repetition_penalty, seed=seed, stop=stops or None,
-                           ignore_eos=s.ignore_eos, logprobs=s.logprobs)
+                           # a finished document allows only the stop tokens: they must stop it
+                           ignore_eos=s.ignore_eos and cons[i] is None, logprobs=s.logprobs)
             jobs.append((ids, options, cons[i]))  # ids: the engine need not encode it again
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
