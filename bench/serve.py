@@ -6,7 +6,9 @@
     python bench/serve.py --keep build/serve-bench --plot docs/serving_throughput.png
 
 Servers, each a subprocess on a free loopback port, started once per thread count and
-ready when its /health answers 200 (llama_cpp.server, which has none: /v1/models):
+ready when its /health answers 200 (llama_cpp.server, which has none: /v1/models). Both run
+at once (the idle one waits on its socket) and take the cells in turn, the order rotating
+from one client count to the next, so that a change of the machine's load falls on both:
 
 - kiln: `kiln serve X.kiln --port P --slots 8 --threads T`, X.kiln exported from the GGUF
   by `kiln llm export X.gguf -o X.kiln --slots 8 --context 512` (default weights: the
@@ -37,7 +39,9 @@ Per cell it prints:
 - peak RSS: VmHWM of the server process (and its children) over the cell, its peak reset
   through /proc/PID/clear_refs before the cell (so the 1-client row is not the 8-client one);
   the weights are mmapped and count as they are touched;
-- tokens: mean tokens per request (NEW unless a server stopped early).
+- tokens: mean tokens per request (NEW unless a server stopped early);
+- load: the 1-minute load average at the cell's end (above the core count: the cell got
+  less than the cores).
 
 Then the ratios kiln/llama.cpp per threads x clients (tok/s above 1: kiln faster; TTFT,
 ITL, RSS below 1: kiln better), each server's aggregate at the largest client count over
@@ -497,36 +501,44 @@ def main() -> int:
     texts: dict = {}      # (server, threads, prompt) -> completion text
     generate_rates: dict = {}
     header = ["server", "threads", "clients", "agg tok/s", "stream tok/s", "TTFT p50 ms", "TTFT p99 ms",
-              "ITL p50 ms", "ITL p99 ms", "peak RSS MB", "tokens", "wall s"]
+              "ITL p50 ms", "ITL p99 ms", "peak RSS MB", "tokens", "wall s", "load"]
     print("\n" + " | ".join(header), flush=True)
     for threads in threads_list:
-        for name in servers:
-            server = (kiln_server(args, program, threads, workdir) if name == "kiln"
-                      else llama_server(args, gguf, threads, workdir))
-            try:
+        # Both servers run at once (an idle one waits on its socket) and take the cells in turn, the order
+        # rotating from one client count to the next, so that a change of the machine's load falls on both.
+        running = []
+        try:
+            for name in servers:
+                server = (kiln_server(args, program, threads, workdir) if name == "kiln"
+                          else llama_server(args, gguf, threads, workdir))
+                running.append(server)
                 server.start()
                 asyncio.run(run_cell(server, prompts, 0, 1, 1, 8))  # warm-up: faults the weights in, packs them
-                first = 1
-                for clients in clients_list:
+            first = 1
+            for i, clients in enumerate(clients_list):
+                for server in running[i % len(running):] + running[:i % len(running)]:
                     server.reset_peak_rss()
                     results, wall = asyncio.run(run_cell(server, prompts, first, clients, rounds, NEW))
-                    first += per_cell[clients]
                     s = summarize(results, wall)
                     s["rss"] = server.peak_rss_mb()
-                    cells.setdefault((name, threads), {})[clients] = s
+                    s["load"] = os.getloadavg()[0]
+                    cells.setdefault((server.name, threads), {})[clients] = s
                     for r in results:
-                        texts[(name, threads, r.prompt)] = r.text
-                    label = name if server.kind != "llama_cpp.server" else "llama.cpp (llama_cpp.server)"
+                        texts[(server.name, threads, r.prompt)] = r.text
+                    label = server.name if server.kind != "llama_cpp.server" else "llama.cpp (llama_cpp.server)"
                     print(" | ".join([label, str(threads), str(clients), fmt(s["agg"]), fmt(s["stream"]),
                                       fmt(s["ttft50"]), fmt(s["ttft99"]), fmt(s["itl50"]), fmt(s["itl99"]),
-                                      fmt(s["rss"]), f"{s['tokens']:.0f}", f"{s['wall']:.1f}"]), flush=True)
+                                      fmt(s["rss"]), f"{s['tokens']:.0f}", f"{s['wall']:.1f}",
+                                      f"{s['load']:.1f}"]), flush=True)
                     for e in s["errors"][:3]:
                         print(f"    error: {e}")
-            finally:
+                first += per_cell[clients]
+        finally:
+            for server in running:
                 server.stop()
-            if name == "kiln":
-                text = tokenizer.decode(prompts[1])
-                generate_rates[threads] = kiln_generate_rate(args, program, text, threads, 1 if args.quick else 3)
+        if "kiln" in servers:  # alone, after the servers stopped
+            text = tokenizer.decode(prompts[1])
+            generate_rates[threads] = kiln_generate_rate(args, program, text, threads, 1 if args.quick else 3)
 
     print("\nratios kiln/llama.cpp (tok/s above 1: kiln faster; TTFT, ITL, RSS below 1: kiln better)")
     if set(servers) == {"kiln", "llama.cpp"}:
