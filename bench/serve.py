@@ -42,8 +42,9 @@ Per cell it prints:
   through /proc/PID/clear_refs before the cell (so the 1-client row is not the 8-client one);
   the weights are mmapped and count as they are touched;
 - tokens: mean tokens per request (NEW unless a server stopped early);
-- load: the 1-minute load average at the cell's end (above the core count: the cell got
-  less than the cores).
+- load: the 1-minute load average at the cell's end; `loaded` when it exceeds the thread
+  count plus a quarter of the cores (bench/compare.py's rule): other processes took CPU
+  from that cell, so its numbers (and the ratios made of them) mean little.
 
 Then the ratios kiln/llama.cpp per threads x clients (tok/s above 1: kiln faster; TTFT,
 ITL, RSS below 1: kiln better), each server's agg and decode tok/s at the largest client
@@ -368,8 +369,8 @@ def export_program(args, gguf: Path, workdir: Path) -> tuple[Path, str]:
     """(the .kiln file, how it was made): kiln llm export with --slots 8 if this kiln has it."""
     path = workdir / "smollm2-serve.kiln"
     note_file = path.with_suffix(".how")
-    if path.exists() and note_file.exists():
-        return path, note_file.read_text().strip()
+    if path.exists() and note_file.exists() and "no --slots" not in note_file.read_text():
+        return path, note_file.read_text().strip()  # (a file made without --slots is made again: it may have it now)
     base = [*map(str, args.kiln_cmd), "llm", "export", str(gguf), "-o", str(path), "--context", str(SLOT_CONTEXT)]
     print("exporting", gguf.name, "...", flush=True)
     proc = subprocess.run(base + ["--slots", str(SLOTS)], capture_output=True, text=True)
@@ -531,8 +532,10 @@ def main() -> int:
                         texts[(server.name, threads, r.prompt)] = r.text
                     label = server.name if server.kind != "llama_cpp.server" else "llama.cpp (llama_cpp.server)"
                     numbers = [fmt(s[k]) for k in METRICS]
+                    loaded = s["load"] > threads + 0.25 * (os.cpu_count() or 1)  # compare.py's rule
                     print(" | ".join([label, str(threads), str(clients), *numbers, f"{s['tokens']:.0f}",
-                                      f"{s['wall']:.1f}", f"{s['load']:.1f}"]), flush=True)
+                                      f"{s['wall']:.1f}", f"{s['load']:.1f}" + (" loaded" if loaded else "")]),
+                          flush=True)
                     for e in s["errors"][:3]:
                         print(f"    error: {e}")
                 first += per_cell[clients]
