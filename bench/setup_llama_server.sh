@@ -12,8 +12,9 @@
 # UI assets (tools/ui/dist) and the build may not download the prebuilt ones, so
 # both UI options are off: the server then embeds an empty UI table and serves
 # the API only, which is all the benchmark uses. No OpenSSL (loopback HTTP only),
-# no libcurl. Takes ~10-15 min at -j2 on these 2-core machines; ccache is used
-# when present (CCACHE_DIR, default build/ccache).
+# no libcurl. The first build took 28 min (14 min of CPU) at -j2 on a 2-core
+# machine shared with other builds; ccache is used when present (CCACHE_DIR,
+# default build/ccache).
 #
 # Prints the path and `llama-server --version` at the end. Idempotent: a second
 # run rebuilds nothing that is up to date.
@@ -77,7 +78,7 @@ if ! cmake --build "$BUILD" --target llama-server -j "$JOBS" >"$OUT/llama-server
   exit 1
 fi
 cp "$BUILD/bin/llama-server" "$OUT/llama-server.new" && mv "$OUT/llama-server.new" "$OUT/llama-server"
-echo "llama-server built from llama-cpp-python $VERSION's vendored llama.cpp in $(( $(date +%s) - start )) s" \
-     "(-j$JOBS, GGML_NATIVE=ON, no web UI)"
+echo "llama-server (the llama-server target, not llama_cpp.server) from llama-cpp-python $VERSION's vendored" \
+     "llama.cpp, -j$JOBS, GGML_NATIVE=ON, no web UI; this run's build step: $(( $(date +%s) - start )) s"
 echo "$OUT/llama-server"
 "$OUT/llama-server" --version 2>&1 | tail -2
