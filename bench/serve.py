@@ -239,7 +239,7 @@ def kiln_server(args, program: Path, threads: int, workdir: Path) -> Server:
     port = free_port()
     slots = ["--slots", SLOTS] if args.kiln_slots else []  # none: the file's own (exported without --slots)
     cmd = [*args.kiln_cmd, "serve", program, "--port", port, *slots, "--threads", threads, "--log-level", "warning"]
-    s = Server("kiln", "kiln serve", cmd, "/health", program.name, workdir / f"kiln-serve-t{threads}.log")
+    s = Server("kiln", "kiln serve", cmd, "/health", program.stem, workdir / f"kiln-serve-t{threads}.log")
     s.port = port
     return s
 
