@@ -245,6 +245,14 @@ llm::GenerateOptions make_options(nb::handle max_new_tokens, nb::handle temperat
   return o;
 }
 
+kiln::LoadOptions load_options_arg(nb::handle max_memory_bytes, nb::handle kernels, nb::handle isa) {
+  kiln::LoadOptions o;
+  o.max_memory_bytes = static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
+  o.kernels = text_arg(kernels, "kernels");
+  o.isa = text_arg(isa, "isa");
+  return o;
+}
+
 nb::dict stats_dict(const llm::GenerationStats& s) {
   nb::dict d;
   d["load_ms"] = s.load_ms;
@@ -465,10 +473,7 @@ void bind_llm(nb::module_& parent) {
           [](nb::handle path, nb::handle max_memory_bytes, nb::handle kernels, nb::handle isa, nb::handle num_threads) {
             std::string p = path_arg(path, "path");
             llm::RunnerOptions o;
-            o.load.max_memory_bytes =
-                static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
-            o.load.kernels = text_arg(kernels, "kernels");
-            o.load.isa = text_arg(isa, "isa");
+            o.load = load_options_arg(max_memory_bytes, kernels, isa);
             o.num_threads = int32_arg(num_threads, "num_threads", 0, kiln::kMaxThreads);
             kiln::Result<llm::Runner> r = [&] {
               nb::gil_scoped_release release;
@@ -612,10 +617,7 @@ void bind_llm(nb::module_& parent) {
              nb::handle slots) {
             std::string p = path_arg(path, "path");
             llm::BatchOptions o;
-            o.load.max_memory_bytes =
-                static_cast<uint64_t>(int_arg(max_memory_bytes, "max_memory_bytes", 1, INT64_MAX));
-            o.load.kernels = text_arg(kernels, "kernels");
-            o.load.isa = text_arg(isa, "isa");
+            o.load = load_options_arg(max_memory_bytes, kernels, isa);
             o.num_threads = int32_arg(num_threads, "num_threads", 0, kiln::kMaxThreads);
             o.slots = int32_arg(slots, "slots", 0, llm::kMaxSlots);
             kiln::Result<llm::BatchRunner> r = [&] {
