@@ -37,12 +37,17 @@ struct AttentionTask {
   const float* k = nullptr;                             // [S, E] of the key/value head these rows read
   const float* v = nullptr;                             // [S, Ev]
   int64_t batch = 0, head = 0, position = 0, rows = 0;  // rows <= kAttentionRowChunk
+  // kiln::sdpa_rows: k and v are caches of cache_rows rows, key s is row key_rows[s] of each (a row out
+  // of [0, cache_rows) reads row 0). Blocks of consecutive rows are read in place, others gathered.
+  const int64_t* key_rows = nullptr;
+  int64_t cache_rows = 0;
 };
 
-// Per-thread scratch of a task, in bytes (64-byte aligned blocks).
-inline size_t attention_scratch_bytes(int64_t e, int64_t ev) {
+// Per-thread scratch of a task, in bytes (64-byte aligned blocks); `rows`: room for a gathered key
+// and value block (tasks with key_rows).
+inline size_t attention_scratch_bytes(int64_t e, int64_t ev, bool rows = false) {
   const auto floats = static_cast<size_t>(e * kAttentionKeyBlock + kAttentionGroupRows * kAttentionKeyBlock +
-                                          kAttentionRowChunk * (ev + 2));
+                                          kAttentionRowChunk * (ev + 2) + (rows ? (e + ev) * kAttentionKeyBlock : 0));
   return floats * sizeof(float);
 }
 

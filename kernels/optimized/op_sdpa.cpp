@@ -17,36 +17,45 @@ constexpr const char* kOp = "aten::scaled_dot_product_attention.default";
 // larger ones are left to the portable kernel.
 constexpr int64_t kMaxHeadDim = 1024;
 
+constexpr const char* kRowsOp = "kiln::sdpa_rows.default";
+
 struct SdpaState {
   int64_t e = 0, ev = 0;  // the head dims the scratch was planned for
 };
 
 // At prepare only the head dims matter (the per-thread scratch); run checks every argument.
-// Malformed arguments: the portable kernel serves, and reports them at run.
-Status sdpa_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+// Malformed arguments: the portable kernel serves, and reports them at run. kiln::sdpa_rows
+// (`rows`) has its value cache [R, Ev] at argument 2 too, and needs room for a gathered block.
+Status prepare_attention(const char* op, bool rows, KernelContext& ctx, Inputs in, Outputs out, void** state) {
   const Tensor *q, *v;
-  Status st = check_arity(kOp, in, out, 8, 1);
-  if (st.is_ok()) st = prepare_tensor_arg(kOp, in, 0, "query", &q);
-  if (st.is_ok()) st = prepare_tensor_arg(kOp, in, 2, "value", &v);
+  Status st = check_arity(op, in, out, 8, 1);
+  if (st.is_ok()) st = prepare_tensor_arg(op, in, 0, "query", &q);
+  if (st.is_ok()) st = prepare_tensor_arg(op, in, 2, rows ? "v_cache" : "value", &v);
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
-  if (q->dim() < 3 || v->dim() < 3) return Status(Error::NotSupported, "query and value must be 3-D or 4-D");
+  if (q->dim() < 3 || v->dim() < (rows ? 2 : 3))
+    return Status(Error::NotSupported, "query and value must be 3-D or 4-D (the value cache 2-D)");
   const int64_t e = q->size(-1), ev = v->size(-1);
   if (e > kMaxHeadDim || ev > kMaxHeadDim) return Status(Error::NotSupported, "head dim above 1024");
-  ctx.worker_scratch_bytes = attention_scratch_bytes(e, ev);
+  ctx.worker_scratch_bytes = attention_scratch_bytes(e, ev, rows);
   *state = new SdpaState{e, ev};
   return Status::ok();
 }
 
+Status sdpa_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  return prepare_attention(kOp, false, ctx, in, out, state);
+}
+
+Status sdpa_rows_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
+  return prepare_attention(kRowsOp, true, ctx, in, out, state);
+}
+
 void sdpa_release(void* state) { delete static_cast<SdpaState*>(state); }
 
-Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
-  SdpaArgs a;
-  KILN_RETURN_IF_ERROR(sdpa_args(kOp, in, out, &a));
+Status run_attention(const char* op, const SdpaArgs& a, KernelContext& ctx, Outputs out) {
   const auto* st = static_cast<const SdpaState*>(ctx.state);
   KILN_CHECK_OR_RETURN(a.e <= st->e && a.ev <= st->ev, KernelFailure,
-                       "%s: head dims %lld and %lld exceed the prepared %lld and %lld", kOp,
-                       static_cast<long long>(a.e), static_cast<long long>(a.ev), static_cast<long long>(st->e),
-                       static_cast<long long>(st->ev));
+                       "%s: head dims %lld and %lld exceed the prepared %lld and %lld", op, static_cast<long long>(a.e),
+                       static_cast<long long>(a.ev), static_cast<long long>(st->e), static_cast<long long>(st->ev));
   Tensor& y = *out[0];
   if (y.numel() == 0) return Status::ok();
 
@@ -77,8 +86,14 @@ Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
       AttentionTask task;
       task.q = qp + first_row * a.e;
       task.out = yp + first_row * a.ev;
-      task.k = kp + kv * a.s * a.e;
-      task.v = vp + kv * a.s * a.ev;
+      if (a.rows != nullptr) {  // the caches, read at this head's rows
+        task.k = kp, task.v = vp;
+        task.key_rows = a.rows + kv * a.s;
+        task.cache_rows = a.cache_rows;
+      } else {
+        task.k = kp + kv * a.s * a.e;
+        task.v = vp + kv * a.s * a.ev;
+      }
       task.batch = batch;
       task.head = (kv % a.hkv) * group + row0 / a.l;
       task.position = row0 % a.l;
@@ -89,10 +104,25 @@ Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
   return Status::ok();
 }
 
+Status sdpa_run(KernelContext& ctx, Inputs in, Outputs out) {
+  SdpaArgs a;
+  KILN_RETURN_IF_ERROR(sdpa_args(kOp, in, out, &a));
+  return run_attention(kOp, a, ctx, out);
+}
+
+Status sdpa_rows_run(KernelContext& ctx, Inputs in, Outputs out) {
+  SdpaArgs a;
+  KILN_RETURN_IF_ERROR(sdpa_rows_args(kRowsOp, in, out, &a));
+  return run_attention(kRowsOp, a, ctx, out);
+}
+
 }  // namespace
 
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::scaled_dot_product_attention.default",
                             "f32,f32,f32|f32,f32,f32,f32|f32,f32,f32,bool", sdpa_run, sdpa_prepare, sdpa_release);
+KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "kiln::sdpa_rows.default",
+                            "f32,f32,f32,i64|f32,f32,f32,i64,f32|f32,f32,f32,i64,bool", sdpa_rows_run,
+                            sdpa_rows_prepare, sdpa_release);
 
 }  // namespace optimized
 }  // namespace kernels

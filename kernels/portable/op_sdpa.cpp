@@ -28,8 +28,8 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
       const int64_t li = r % a.l, hi = (r / a.l) % a.h, bi = r / (a.l * a.h);
       const T* qrow = qp + r * a.e;
       const int64_t kv = (bi * a.hkv + hi / group) * a.s;
-      const T* kbase = kp + kv * a.e;
-      const T* vbase = vp + kv * a.ev;
+      const T* kbase = a.rows != nullptr ? kp : kp + kv * a.e;  // sdpa's [S, E] keys of this head
+      const T* vbase = a.rows != nullptr ? vp : vp + kv * a.ev;
       T* out = yp + r * a.ev;
       const int64_t moff = bi * a.mask_strides[0] + hi * a.mask_strides[1] + li * a.mask_strides[2];
       for (int64_t j = 0; j < a.ev; ++j) out[j] = 0;
@@ -37,13 +37,14 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
       const int64_t s_end = a.causal ? std::min(a.s, li + 1) : a.s;
       for (int64_t si = 0; si < s_end; ++si) {
         if (mb != nullptr && mb[moff + si * a.mask_strides[3]] == 0) continue;
-        const T* krow = kbase + si * a.e;
+        const int64_t row = a.rows != nullptr ? sdpa_row(a, kv + si) : -1;
+        const T* krow = a.rows != nullptr ? kp + row * a.e : kbase + si * a.e;
         double score = 0;
         for (int64_t j = 0; j < a.e; ++j) score += static_cast<double>(qrow[j]) * static_cast<double>(krow[j]);
         score *= a.scale;
         if (mf != nullptr) score += static_cast<double>(mf[moff + si * a.mask_strides[3]]);
         if (score == -std::numeric_limits<double>::infinity()) continue;
-        const T* vrow = vbase + si * a.ev;
+        const T* vrow = a.rows != nullptr ? vp + row * a.ev : vbase + si * a.ev;
         if (score > mx) {  // rescale what was accumulated so far
           const double c = std::exp(mx - score);
           denom *= c;
@@ -62,11 +63,7 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
   });
 }
 
-}  // namespace
-
-Status sdpa_run(KernelContext&, Inputs in, Outputs out) {
-  SdpaArgs a;
-  KILN_RETURN_IF_ERROR(sdpa_args("aten::scaled_dot_product_attention.default", in, out, &a));
+Status attend_checked(const SdpaArgs& a, Outputs out) {
   Tensor& y = *out[0];
   if (y.numel() == 0) return Status::ok();
   if (a.q->dtype() == ScalarType::Float32)
@@ -76,7 +73,23 @@ Status sdpa_run(KernelContext&, Inputs in, Outputs out) {
   return Status::ok();
 }
 
+}  // namespace
+
+Status sdpa_run(KernelContext&, Inputs in, Outputs out) {
+  SdpaArgs a;
+  KILN_RETURN_IF_ERROR(sdpa_args("aten::scaled_dot_product_attention.default", in, out, &a));
+  return attend_checked(a, out);
+}
+
+// kiln::sdpa_rows: the same loops, key s of each (batch, kv head) read in place from its cache row.
+Status sdpa_rows_run(KernelContext&, Inputs in, Outputs out) {
+  SdpaArgs a;
+  KILN_RETURN_IF_ERROR(sdpa_rows_args("kiln::sdpa_rows.default", in, out, &a));
+  return attend_checked(a, out);
+}
+
 KILN_REGISTER_KERNEL("aten::scaled_dot_product_attention.default", "*", sdpa_run);
+KILN_REGISTER_KERNEL("kiln::sdpa_rows.default", "*", sdpa_rows_run);
 
 }  // namespace portable
 }  // namespace kernels

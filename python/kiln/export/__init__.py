@@ -82,7 +82,9 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
     optimize:       fuse at export (True, the default): batch norms are folded
                     into the conv2d or linear before them, residual adds and
                     activations into the linear or conv2d they follow
-                    (kiln::fused_linear, kiln::fused_conv2d). False keeps the
+                    (kiln::fused_linear, kiln::fused_conv2d), attention over
+                    rows gathered from a KV cache reads them in place
+                    (kiln::sdpa_rows). False keeps the
                     model's operators as they are, for debugging. The report
                     says what was fused.
     quantize:       None (the default), or quantize the linear and embedding

@@ -6,6 +6,14 @@
                        activation, act_min, act_max)
         = act(conv2d(input, weight, bias, stride, padding, dilation, groups) + residual)
 
+    kiln::sdpa_rows(query, k_cache, v_cache, rows, attn_mask?, kv_heads, is_causal, scale?)
+        = scaled_dot_product_attention(query, k_cache[rows].view(B, kv_heads, S, E),
+                                       v_cache[rows].view(B, kv_heads, S, Ev), attn_mask,
+                                       is_causal=is_causal, scale=scale, enable_gqa=True)
+        (query [B, H, L, E], the caches [R, E] and [R, Ev], rows int64 [B * kv_heads * S]:
+        key s of batch b, kv head h is cache row rows[(b * kv_heads + h) * S + s]; the
+        kernels read the rows in place, passes/fuse_cache_attention.py)
+
 The residual (None, or exactly the output's shape and dtype) is added before
 the activation. ACTIVATIONS lists the activation names; act_min and act_max
 are read for "clamp" only. The runtime's kernels (op_linear.cpp and
@@ -70,5 +78,27 @@ def _define(name: str, schema: str, compute) -> None:
 _define("fused_linear", FUSED_LINEAR_SCHEMA, F.linear)
 _define("fused_conv2d", FUSED_CONV2D_SCHEMA, F.conv2d)
 
+SDPA_ROWS_SCHEMA = ("(Tensor query, Tensor k_cache, Tensor v_cache, Tensor rows, Tensor? attn_mask, int kv_heads, "
+                    "bool is_causal, float? scale) -> Tensor")
+
+
+def _sdpa_rows(query, k_cache, v_cache, rows, attn_mask, kv_heads, is_causal, scale):
+    b = query.shape[0]
+    keys = k_cache.index_select(0, rows).view(b, kv_heads, -1, k_cache.shape[1])
+    values = v_cache.index_select(0, rows).view(b, kv_heads, -1, v_cache.shape[1])
+    return F.scaled_dot_product_attention(query, keys, values, attn_mask=attn_mask, is_causal=is_causal,
+                                          scale=scale, enable_gqa=True)
+
+
+torch.library.define("kiln::sdpa_rows", SDPA_ROWS_SCHEMA)
+torch.library.impl("kiln::sdpa_rows", "CPU")(_sdpa_rows)
+
+
+@torch.library.register_fake("kiln::sdpa_rows")
+def _sdpa_rows_fake(query, k_cache, v_cache, rows, attn_mask, kv_heads, is_causal, scale):
+    return query.new_empty((*query.shape[:-1], v_cache.shape[-1]))
+
+
 fused_linear = torch.ops.kiln.fused_linear.default
 fused_conv2d = torch.ops.kiln.fused_conv2d.default
+sdpa_rows = torch.ops.kiln.sdpa_rows.default

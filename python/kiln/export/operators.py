@@ -300,6 +300,7 @@ OPERATORS: Tuple[OpSpec, ...] = (
     # fused by the exporter (passes/fuse_epilogues.py; schemas in fused_ops.py)
     OpSpec("kiln::fused_linear.default"),
     OpSpec("kiln::fused_conv2d.default"),
+    OpSpec("kiln::sdpa_rows.default"),  # passes/fuse_cache_attention.py
     # weight-only quantized (libkiln_quantized.so.0; schemas in quantize/ops.py, docs/quantization.md)
     OpSpec("kiln_quantized::linear.default", half_args=("scales", "mins")),
     OpSpec("kiln_quantized::embedding.default", half_args=("scales", "mins")),

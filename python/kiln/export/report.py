@@ -9,7 +9,8 @@ from .quantize.summary import QuantizedSummary
 
 # How the report names what the fusion passes fused (activations by their own name).
 _FUSED_NAMES = {"batch_norm": ("batch norm", "batch norms"), "residual_add": ("residual add", "residual adds"),
-                "attention": ("matmul-softmax-matmul attention", "matmul-softmax-matmul attentions")}
+                "attention": ("matmul-softmax-matmul attention", "matmul-softmax-matmul attentions"),
+                "cache_gather": ("key/value cache gather", "key/value cache gathers")}
 
 
 def _bytes(n: int) -> str:

@@ -1,7 +1,9 @@
 // Optimized scaled_dot_product_attention against the portable kernel: prefill and decode shapes,
 // GQA, causal, bool and float masks broadcast in every position, fully masked rows, NaN queries,
-// row counts and key counts around the tile sizes (64), odd head dims.
+// row counts and key counts around the tile sizes (64), odd head dims. kiln::sdpa_rows against sdpa on
+// the gathered rows (bit for bit, each tier and level) and its row indices out of range.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -139,6 +141,93 @@ KILN_TEST(sdpa_masks_match_reference) {
   check(c, "NaN query row");
   c.bool_mask = false;
   check(c, "NaN query row, float mask");
+}
+
+// kiln::sdpa_rows(q, k_cache, v_cache, rows, mask, Hkv, causal, scale) against sdpa on
+// index_select(cache, rows).view(B, Hkv, S, *): the same bits at each tier and level. `runs`: rows in
+// runs of consecutive cache rows (a sequence's positions: read in place) or shuffled (gathered).
+void check_rows(int64_t b, int64_t h, int64_t hkv, int64_t l, int64_t s, int64_t e, int64_t ev, bool runs,
+                bool with_mask, const char* what) {
+  const int64_t capacity = s + 7, cache_rows = 3 * hkv * capacity, n = b * hkv * s;
+  TestTensor q = TestTensor::random({b, h, l, e}), kc = TestTensor::random({cache_rows, e}),
+             vc = TestTensor::random({cache_rows, ev});
+  TestTensor rows({n}, ScalarType::Int64), k({b, hkv, s, e}), v({b, hkv, s, ev});
+  for (int64_t i = 0; i < b * hkv; ++i) {
+    const int64_t slot = (i / hkv + 1) % 3, head = i % hkv, base = (slot * hkv + head) * capacity;
+    for (int64_t j = 0; j < s; ++j) rows.i64()[i * s + j] = runs ? base + j : uniform_int(0, cache_rows - 1);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(k.f() + i * e, kc.f() + rows.i64()[i] * e, sizeof(float) * e);
+    std::memcpy(v.f() + i * ev, vc.f() + rows.i64()[i] * ev, sizeof(float) * ev);
+  }
+  TestTensor mask({b, 1, l, s}, ScalarType::Bool);
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.t.data_as<uint8_t>()[i] = (i % s) <= (i / s) % l + s - l ? 1 : 0;
+  const auto fill = [&](Args& a) {
+    if (with_mask)
+      a.tensor(mask);
+    else
+      a.none();
+  };
+  Args gathered, fused;
+  gathered.tensor(q).tensor(k).tensor(v);
+  fill(gathered);
+  gathered.d(0.0).b(false).none().b(true);
+  fused.tensor(q).tensor(kc).tensor(vc).tensor(rows);
+  fill(fused);
+  fused.i(hkv).b(false).none();
+  const std::string name =
+      format("sdpa_rows %s: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what, (long long)b, (long long)h,
+             (long long)hkv, (long long)l, (long long)s, (long long)e, (long long)ev);
+  const int64_t out = b * h * l * ev;
+  const auto same = [&](const char* tier, int32_t t, Isa isa) {
+    TestTensor want = TestTensor::output(out), got = TestTensor::output(out);
+    const KernelRun r1 = run_kernel("aten::scaled_dot_product_attention.default", gathered, {&want}, t, isa);
+    const KernelRun r2 = run_kernel("kiln::sdpa_rows.default", fused, {&got}, t, isa);
+    KILN_EXPECT(r1.status.is_ok() && r2.status.is_ok() && !r2.declined && r2.found, "%s (%s %s): %s / %s", name.c_str(),
+                tier, isa_name(isa), r1.status.to_string().c_str(), r2.status.to_string().c_str());
+    KILN_EXPECT(got.shape() == want.shape() && std::memcmp(got.f(), want.f(), sizeof(float) * out) == 0,
+                "%s (%s %s): not the bits of sdpa on the gathered rows", name.c_str(), tier, isa_name(isa));
+  };
+  same("portable", kTierPortable, supported_isas().back());
+  for (Isa isa : supported_isas()) same("optimized", kTierOptimized, isa);
+}
+
+KILN_TEST(sdpa_rows_equals_sdpa_on_gathered_rows) {
+  for (bool runs : {true, false})
+    for (bool with_mask : {true, false}) {
+      const char* what = runs ? (with_mask ? "runs, mask" : "runs") : (with_mask ? "shuffled, mask" : "shuffled");
+      check_rows(1, 9, 3, 1, 101, 64, 64, runs, with_mask, what);  // SmolLM2 decode
+      check_rows(8, 9, 3, 1, 37, 64, 64, runs, with_mask, what);   // a batch of 8
+      check_rows(2, 4, 2, 5, 130, 17, 9, runs, with_mask, what);   // prefill, blocks of 64 and a tail
+      check_rows(2, 2, 2, 3, 1, 8, 8, runs, with_mask, what);
+    }
+}
+
+KILN_TEST(sdpa_rows_rejects_bad_rows) {
+  const int64_t b = 2, h = 4, hkv = 2, l = 1, s = 5, e = 8, r = 40;
+  TestTensor q = TestTensor::random({b, h, l, e}), kc = TestTensor::random({r, e}), vc = TestTensor::random({r, e});
+  TestTensor y = TestTensor::output(b * h * l * e);
+  const auto args = [&](TestTensor& rows, int64_t kv_heads) {
+    Args a;
+    a.tensor(q).tensor(kc).tensor(vc).tensor(rows).none().i(kv_heads).b(false).none();
+    return a;
+  };
+  for (int64_t bad : {r, int64_t{-1}, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    TestTensor rows({b * hkv * s}, ScalarType::Int64);
+    for (int64_t i = 0; i < rows.numel(); ++i) rows.i64()[i] = i;
+    rows.i64()[rows.numel() - 1] = bad;
+    expect_rejected(format("sdpa_rows row %lld", (long long)bad), "kiln::sdpa_rows.default", args(rows, hkv), {&y},
+                    "out of bounds");
+  }
+  TestTensor odd({b * hkv * s - 1}, ScalarType::Int64);
+  expect_rejected("sdpa_rows rows not B * Hkv * S", "kiln::sdpa_rows.default", args(odd, hkv), {&y}, "whole number");
+  TestTensor rows({b * hkv * s}, ScalarType::Int64);
+  expect_rejected("sdpa_rows kv_heads 3", "kiln::sdpa_rows.default", args(rows, 3), {&y}, "must divide");
+  expect_rejected("sdpa_rows kv_heads 0", "kiln::sdpa_rows.default", args(rows, 0), {&y}, "must divide");
+  TestTensor k3 = TestTensor::random({1, r, e});
+  Args bad3;
+  bad3.tensor(q).tensor(k3).tensor(vc).tensor(rows).none().i(hkv).b(false).none();
+  expect_rejected("sdpa_rows 3-D k_cache", "kiln::sdpa_rows.default", bad3, {&y}, "incompatible");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ def default_passes(optimize: bool = True, user_passes=()):
         fold_constants,
         fold_kv_head_expansion,
         fuse_attention,
+        fuse_cache_attention,
         fuse_epilogues,
         insert_dtype_casts,
         lower_split_ops,
@@ -36,6 +37,7 @@ def default_passes(optimize: bool = True, user_passes=()):
 
     fusion = (fold_batch_norms, fuse_epilogues) if optimize else ()
     attention = (fuse_attention,) if optimize else ()
+    cache_attention = (fuse_cache_attention,) if optimize else ()
     canonical = [load_pass(m) for m in (
         check_shape_bounds,
         tensorize_symbolic_scalars,
@@ -56,4 +58,5 @@ def default_passes(optimize: bool = True, user_passes=()):
         remove_noop_ops,        # casts of constants that folding made trivial
         *fusion,                # on constants and operators in their final form
         eliminate_dead_code,
+        *cache_attention,       # on the unrepeated kv heads, counting live users only
     )]
