@@ -17,7 +17,8 @@ hold; B, T and L can be exported as dynamic dimensions.
 Each layer's cache is one matrix of rows of head_dim values, row
 (slot * n_kv_heads + kv_head) * capacity + position, so writing the new tokens is
 one index_copy and reading a batch's keys is one index_select whose result is
-already laid out [B, n_kv_heads, L, head_dim] (no transpose, no copy of unused slots).
+already laid out [B, n_kv_heads, L, head_dim] (no transpose, no copy of unused slots; kiln's
+exporter fuses it into the attention, kiln::sdpa_rows, which reads the rows in place).
 
 In eager, input_pos may be i64[T] and slots and cache_positions omitted: one
 sequence in region 0, attending to the whole region.
