@@ -152,13 +152,15 @@ def test_smollm2_answers_paris(llama, bpe):
 
 def test_smollm2_cache_is_a_buffer_updated_in_place(llama, bpe):
     cache = llama.layers[0].attention.k_cache
-    assert cache.shape == (1, llama.cfg.n_kv_heads, llama.capacity, llama.cfg.head_dim)
+    kv, capacity = llama.cfg.n_kv_heads, llama.capacity
+    assert cache.shape == (llama.slots * kv * capacity, llama.cfg.head_dim)  # rows (slot, kv head, position)
     smollm2.reset_cache(llama)
     ptr = cache.data_ptr()
     with torch.no_grad():
         llama(torch.tensor([bpe.encode("Hello")[:1]]), torch.arange(1))
-    assert cache.data_ptr() == ptr and bool(cache[:, :, 0].abs().sum() > 0)
-    assert float(cache[:, :, 1:].abs().sum()) == 0.0
+    by_position = cache.reshape(llama.slots, kv, capacity, -1)
+    assert cache.data_ptr() == ptr and bool(by_position[0, :, 0].abs().sum() > 0)
+    assert float(by_position[0, :, 1:].abs().sum()) == 0.0 and float(by_position[1:].abs().sum()) == 0.0
     assert "layers.0.attention.k_cache" not in llama.state_dict()  # non-persistent: weights only
 
 
