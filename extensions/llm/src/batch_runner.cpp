@@ -55,6 +55,7 @@ struct BatchState {
   uint64_t clock = 0;
   bool prefill_turn = false;  // the next step takes a prompt chunk if one is waiting
   std::vector<float> logits, row;
+  std::vector<int32_t> order;  // token ids sorted for top_logprobs
 
   explicit BatchState(std::unique_ptr<LlmProgram> p) : llm(std::move(p)) {}
 
@@ -137,7 +138,8 @@ struct BatchState {
       double sum = 0;
       for (float l : row) sum += std::exp(static_cast<double>(l) - top);
       log_sum = top + std::log(sum);
-      std::vector<int32_t> ids(static_cast<size_t>(vocab));
+      std::vector<int32_t>& ids = order;  // reused: no allocation per row and step
+      ids.resize(static_cast<size_t>(vocab));
       std::iota(ids.begin(), ids.end(), 0);
       const size_t n = std::min<size_t>(static_cast<size_t>(n_top), ids.size());
       std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
