@@ -1,8 +1,8 @@
 # How every kernel library is compiled: the runtime's (kernels/) and the extensions' (extensions/).
 #
-#  - KILN_ISA_LEVELS: the instruction-set levels of the target architecture, lowest first, read from
-#    runtime/include/kiln/cpu_list.h (the one list of levels), with KILN_ISA_FLAGS_<level> their
-#    compiler flags;
+#  - KILN_ISA_LEVELS: the instruction-set levels of the target architecture that this build compiles
+#    (all, or those of KILN_ISA_LEVELS_BUILT), lowest first, read from runtime/include/kiln/cpu_list.h
+#    (the one list of levels), with KILN_ISA_FLAGS_<level> their compiler flags;
 #  - kiln_kernel_object_library: an object library of kernels with the kernels' settings;
 #  - kiln_add_isa_microkernels: microkernel families compiled once per level and symbol-checked.
 
@@ -22,11 +22,13 @@ else()
   set(_kiln_isa_arch none)
 endif()
 set(KILN_ISA_LEVELS "")
+set(_kiln_isa_all_levels "")
 foreach(_entry IN LISTS _kiln_isa_entries)
   string(REGEX MATCH "X\\(ctx, [A-Za-z0-9_]+, ([a-z0-9_]+), ([a-z0-9_]+), [0-9]+,[^\"]*\"([^\"]*)\"\\)" _m "${_entry}")
   set(_level "${CMAKE_MATCH_1}")
   set(_arch "${CMAKE_MATCH_2}")
   set(_flags "${CMAKE_MATCH_3}")
+  list(APPEND _kiln_isa_all_levels ${_level})
   if(_arch STREQUAL "any" OR _arch STREQUAL _kiln_isa_arch)
     list(APPEND KILN_ISA_LEVELS ${_level})
     separate_arguments(KILN_ISA_FLAGS_${_level} UNIX_COMMAND "${_flags}")
@@ -36,6 +38,28 @@ if(NOT "baseline" IN_LIST KILN_ISA_LEVELS)
   message(FATAL_ERROR "could not read the instruction-set levels from ${KILN_ISA_LIST_HEADER} "
                       "(found: '${KILN_ISA_LEVELS}')")
 endif()
+# KILN_ISA_LEVELS_BUILT (CMakeLists.txt) keeps some of them: the others are neither compiled nor
+# dispatched to, and the runtime does not list them (isa_levels()), so it never claims a level it
+# lacks. Every target sees KILN_ISA_BUILT_<level> = 1 or 0 for every level of the list.
+if(KILN_ISA_LEVELS_BUILT)
+  foreach(_level IN LISTS KILN_ISA_LEVELS_BUILT)
+    if(NOT _level IN_LIST KILN_ISA_LEVELS)
+      message(FATAL_ERROR "KILN_ISA_LEVELS_BUILT: '${_level}' is not a level of ${CMAKE_SYSTEM_PROCESSOR} "
+                          "(${KILN_ISA_LEVELS})")
+    endif()
+  endforeach()
+  if(NOT "baseline" IN_LIST KILN_ISA_LEVELS_BUILT)
+    message(FATAL_ERROR "KILN_ISA_LEVELS_BUILT must hold baseline, every dispatch's fallback")
+  endif()
+  set(KILN_ISA_LEVELS ${KILN_ISA_LEVELS_BUILT})
+endif()
+foreach(_level IN LISTS _kiln_isa_all_levels)
+  if(_level IN_LIST KILN_ISA_LEVELS)
+    add_compile_definitions(KILN_ISA_BUILT_${_level}=1)
+  else()
+    add_compile_definitions(KILN_ISA_BUILT_${_level}=0)
+  endif()
+endforeach()
 message(STATUS "kiln: instruction-set levels for ${CMAKE_SYSTEM_PROCESSOR}: ${KILN_ISA_LEVELS}")
 
 set(KILN_ISA_UNIT_TEMPLATE "${CMAKE_CURRENT_LIST_DIR}/kiln_isa_unit.cpp.in")

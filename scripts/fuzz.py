@@ -60,8 +60,12 @@ def _tool(name: str) -> str:
     return path
 
 
-def build(build_dir: Path, targets: list[str]) -> Path:
-    """Configures (once) and builds the fuzz targets; returns the directory holding them."""
+def build(build_dir: Path, targets: list[str], levels: str = "") -> Path:
+    """Configures (once per `levels`) and builds the fuzz targets; returns the directory holding them.
+    `levels`: the instruction-set levels to compile (KILN_ISA_LEVELS_BUILT, e.g. "baseline"; empty:
+    all of them). The tests build the baseline level only: the sanitized build of every level is the
+    costliest build they make, and the fuzz targets reach the levels' microkernels through the same
+    operator code (the kernel harness compares every level with the reference)."""
     clang = shutil.which("clang++-19") or shutil.which("clang++")
     if clang is None:
         sys.exit("fuzz.py: libFuzzer needs clang (Debian: clang-19 libclang-rt-19-dev; scripts/setup.sh installs them)")
@@ -71,12 +75,13 @@ def build(build_dir: Path, targets: list[str]) -> Path:
     if (ccache_dir / "ccache.conf").exists() and shutil.which("ccache"):
         env["CCACHE_DIR"] = str(ccache_dir)
         launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
-    if not (build_dir / "CMakeCache.txt").exists():
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.exists() or f"KILN_ISA_LEVELS_BUILT:STRING={levels}\n" not in cache.read_text():
         subprocess.run([_tool("cmake"), "-S", str(REPO), "-B", str(build_dir), "-G", "Ninja",
                         f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", f"-DCMAKE_CXX_COMPILER={clang}",
                         "-DKILN_BUILD_PYTHON=OFF", "-DKILN_BUILD_SHARED=OFF", "-DKILN_BUILD_TESTS=ON",
                         "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None",
-                        "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only", *launcher],
+                        "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only", f"-DKILN_ISA_LEVELS_BUILT={levels}", *launcher],
                        check=True, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([_tool("cmake"), "--build", str(build_dir), "--target", *targets], check=True,
                    stdout=subprocess.DEVNULL, env=env)
@@ -282,11 +287,13 @@ def main(argv=None) -> int:
                         help="also seed with the one-operator programs of tests/test_operators.py")
     parser.add_argument("--replay", action="store_true", help="only replay the committed regression files")
     parser.add_argument("--no-build", action="store_true", help="use the targets already built")
+    parser.add_argument("--levels", default="",
+                        help="instruction-set levels to compile, ';'-separated (default: every level)")
     parser.add_argument("libfuzzer_args", nargs="*", help="passed to libFuzzer (after --)")
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     work = args.work_dir or args.build_dir / "work"
-    binary = args.build_dir / "tests" / "cpp" if args.no_build else build(args.build_dir, targets)
+    binary = args.build_dir / "tests" / "cpp" if args.no_build else build(args.build_dir, targets, args.levels)
 
     failed = False
     for target in targets:

@@ -128,6 +128,12 @@ def exported(model_dir):
 
 CCACHE_CONFIG = REPO / "build" / "ccache" / "ccache.conf"  # written by scripts/setup.sh
 
+# The instruction-set levels the sanitized builds compile (KILN_ISA_LEVELS_BUILT): the clang fuzz/ASan
+# build and the TSan build check the runtime and the operator code, which every level shares; each
+# level's microkernels are checked against the reference by the kernel harness (test_kernel_tiers.py,
+# every level of this CPU, and under GCC's ASan in the full tier). Every level would triple their cost.
+SANITIZED_LEVELS = "baseline"
+
 
 def with_ccache(env: dict) -> tuple:
     """(env, CMake arguments) that compile the source tree through scripts/setup.sh's cache, where it is:

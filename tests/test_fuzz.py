@@ -13,10 +13,13 @@ found: without it a harness that never reports would pass.
 """
 
 import shutil
+import subprocess
 
 import pytest
 
-from conftest import REPO, load_script
+import kiln
+
+from conftest import REPO, SANITIZED_LEVELS, load_script
 
 pytestmark = pytest.mark.build_independent
 SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_gguf": 4, "fuzz_tokenizer_json": 4,
@@ -32,7 +35,8 @@ def fuzzers():
     if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
         pytest.skip("libFuzzer needs clang (Debian clang-19 and libclang-rt-19-dev; scripts/setup.sh installs them "
                     "when it runs as root)")
-    return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary", "fuzz_memory_canary"])
+    return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary", "fuzz_memory_canary"],
+                      levels=SANITIZED_LEVELS)
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +72,23 @@ def test_the_memory_bound_is_enforced(fuzzers, tmp_path):
     log = (tmp_path / "fuzz_memory_canary.log").read_text()
     assert r["returncode"] != 0 and len(r["crashes"]) == 1, log[-3000:]
     assert "the input made kiln hold more than 64x its size" in log
+
+
+def test_the_sanitized_build_compiles_only_its_levels(fuzzers):
+    """KILN_ISA_LEVELS_BUILT: the fuzz build holds the microkernels of SANITIZED_LEVELS and of no
+    other level of the wheel (which has them all), so the cut the tests rely on for time is real."""
+    symbols = subprocess.run(["nm", "-C", str(fuzzers / "fuzz_run")], capture_output=True, text=True,
+                             check=True).stdout
+    built = SANITIZED_LEVELS.split(";")
+    assert len(kiln.isa_levels()) > len(built)  # the wheel's build compiled more
+    for level in kiln.isa_levels():
+        assert (f"kernels::optimized::{level}::" in symbols) == (level in built), level
+
+
+@pytest.mark.parametrize("levels, message", [
+    ("avx2", "must hold baseline"), ("baseline;no_such_level", "'no_such_level' is not a level")])
+def test_a_bad_list_of_levels_is_refused_at_configure(tmp_path, levels, message):
+    proc = subprocess.run([fuzz._tool("cmake"), "-S", str(REPO), "-B", str(tmp_path / "build"), "-G", "Ninja",
+                           f"-DCMAKE_MAKE_PROGRAM={fuzz._tool('ninja')}", "-DKILN_BUILD_PYTHON=OFF",
+                           f"-DKILN_ISA_LEVELS_BUILT={levels}"], capture_output=True, text=True)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]

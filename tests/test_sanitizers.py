@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, build_cmake_project, clean_env, full_tier, load_script
+from conftest import REPO, SANITIZED_LEVELS, build_cmake_project, clean_env, full_tier, load_script
 
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent
@@ -43,7 +43,7 @@ def sanitized(request) -> Path:
         return gcc_sanitized()
     if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
         return gcc_sanitized()  # no clang here: GCC's build is the only one
-    return load_script("fuzz").build(REPO / "build" / "fuzz", list(PROGRAMS))
+    return load_script("fuzz").build(REPO / "build" / "fuzz", list(PROGRAMS), levels=SANITIZED_LEVELS)
 
 
 def sanitizer_env():
@@ -98,6 +98,7 @@ def thread_sanitized() -> Path:
     build_cmake_project(REPO, REPO / "build" / "tsan", defines={
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -gline-tables-only",
+        "KILN_ISA_LEVELS_BUILT": SANITIZED_LEVELS,
         "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
                                                 "shared_runner", "shared_batch"))
     return REPO / "build" / "tsan" / "tests" / "cpp"

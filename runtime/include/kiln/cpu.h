@@ -35,9 +35,10 @@ KILN_API const char* isa_name(Isa isa) noexcept;
 KILN_API bool parse_isa(const char* name, Isa* out) noexcept;
 // The features a level's microkernels are compiled with, 0 for an unknown value.
 KILN_API CpuFeatures isa_features(Isa isa) noexcept;
-// True if `isa` is a level of the architecture this library was built for.
+// True if `isa` is a level of the architecture this library was built for, and the build compiled it
+// (a build may leave levels out: KILN_ISA_LEVELS_BUILT in CMakeLists.txt).
 KILN_API bool isa_of_this_architecture(Isa isa) noexcept;
-// The levels of this architecture, lowest first.
+// The levels of this architecture that this build compiled, lowest first.
 KILN_API std::vector<Isa> isa_levels();
 // The levels of this architecture whose features this CPU has, lowest first (Baseline always).
 KILN_API std::vector<Isa> supported_isas();

@@ -1,6 +1,7 @@
 // The kernel test harness (harness.h) and the test runner's main.
 #include "harness.h"
 
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -238,8 +239,12 @@ int main(int argc, char** argv) {
       if (std::strstr(t.name, filter) == nullptr) continue;
       g_current_test = t.name;
       const int failures = g_failures;
+      const auto start = std::chrono::steady_clock::now();
       t.fn();
-      std::printf("%-48s %s (%d threads)\n", t.name, g_failures == failures ? "ok" : "FAILED", threads);
+      // The seconds show where the emulated aarch64 run (the costliest of the tests) spends them.
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("%-48s %s (%d threads, %.2f s)\n", t.name, g_failures == failures ? "ok" : "FAILED", threads,
+                  seconds);
       ++ran;
     }
   }
