@@ -1,0 +1,242 @@
+"""The C API (kiln/c_api.h, docs/c_api.md): examples/c built out of tree against the installed wheel
+(find_package(kiln COMPONENTS c) and pkg-config) gives Python's bytes on the default and the
+reference kernels; the header of API version 1 kept in tests/c_api/v1 still builds and runs against
+this library, and its table layout is a prefix of the current one; a future version is refused with
+a message; the C API in a Python process reaches the same registries as Python."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_one_runtime import PLUGIN_KERNEL, one_runtime_project, run_python
+
+import kiln
+
+from conftest import REPO, build_cmake_project, clean_env
+
+pytestmark = pytest.mark.shared_runtime
+
+HEADER = Path(kiln.include_dir()) / "kiln" / "c_api.h"
+V1 = REPO / "tests" / "c_api" / "v1"
+DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int64): 2, np.dtype(np.int32): 3,
+          np.dtype(np.bool_): 4, np.dtype(np.float16): 5, np.dtype(np.uint8): 7, np.dtype(np.int8): 8}
+DTYPE_OF = {code: dtype for dtype, code in DTYPES.items()}
+
+
+def write_tensors(path: Path, arrays) -> None:
+    """The example's tensor file: per tensor uint32 dtype, uint32 ndim, int64 sizes, row-major bytes."""
+    with open(path, "wb") as f:
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            f.write(struct.pack(f"<II{a.ndim}q", DTYPES[a.dtype], a.ndim, *a.shape) + a.tobytes())
+
+
+def read_tensors(path: Path) -> list:
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        code, ndim = struct.unpack_from("<II", data, at)
+        shape = struct.unpack_from(f"<{ndim}q", data, at + 8)
+        at += 8 + 8 * ndim
+        dtype = DTYPE_OF[code]
+        n = int(np.prod(shape)) * dtype.itemsize
+        out.append(np.frombuffer(data[at:at + n], dtype).reshape(shape))
+        at += n
+    return out
+
+
+def api_members(header: Path) -> list:
+    """The function pointers of struct kiln_api in declaration order (after version and struct_size)."""
+    body = re.search(r"typedef struct kiln_api \{(.*?)\} kiln_api;", header.read_text(), re.S).group(1)
+    return re.findall(r"\(\*(\w+)\)\(", body)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> Path:
+    build = tmp_path_factory.mktemp("c_example")
+    build_cmake_project(REPO / "examples" / "c", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    return build / "kiln_c_example"
+
+
+@pytest.fixture(scope="module")
+def example_v1(tmp_path_factory) -> Path:
+    """The same program compiled against the API version 1 header kept in the tests."""
+    build = tmp_path_factory.mktemp("c_example_v1")
+    build_cmake_project(REPO / "examples" / "c", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir(),
+                                                                 "KILN_C_INCLUDE": str(V1)})
+    return build / "kiln_c_example"
+
+
+def run_example(binary: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True,
+                          env=env or clean_env(), timeout=120)
+
+
+def python_outputs(path: Path, inputs, kernels: str = "", calls: int = 1, reset: bool = False) -> list:
+    method = kiln.load(path, kernels=kernels).load_method("forward")
+    for _ in range(calls):
+        if reset:
+            method.reset_state()
+        outputs = method(*inputs)
+    return outputs
+
+
+def assert_same_bytes(got: list, want: list) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert g.tobytes() == np.ascontiguousarray(w).tobytes()
+
+
+@pytest.mark.parametrize("kernels", ["", "portable"], ids=["default", "portable"])
+def test_c_example_gives_pythons_bytes(example, exported, tmp_path, kernels):
+    path, _, (x,), _ = exported("cnn")
+    write_tensors(tmp_path / "in.bin", [x.numpy()])
+    want = python_outputs(path, [x.numpy()], kernels=kernels)
+    write_tensors(tmp_path / "want.bin", want)
+    proc = run_example(example, path, "--input", tmp_path / "in.bin", "--output", tmp_path / "out.bin",
+                       "--expect", tmp_path / "want.bin", env=clean_env(KILN_KERNELS=kernels) if kernels else None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "method forward\n  input  x: f32[2, 3, 32, 32]\n" in proc.stdout
+    assert "outputs match the expected file" in proc.stdout
+    assert f"runtime {kiln.library_path()}" in proc.stdout or \
+        f"runtime {Path(kiln.library_path()).resolve()}" in proc.stdout
+    assert_same_bytes(read_tensors(tmp_path / "out.bin"), want)
+
+
+def test_state_reset_caller_buffers_and_bytes(example, exported, tmp_path):
+    """Dynamic sizes below the bound, state over three calls, outputs into caller buffers of the
+    largest size, a program loaded from a copy of the bytes; then --reset before each call."""
+    path, *_ = exported("dynamic_state")
+    x = np.linspace(-1, 1, 2 * 3 * 8, dtype=np.float32).reshape(2, 3, 8)
+    write_tensors(tmp_path / "in.bin", [x])
+    proc = run_example(example, path, "--input", tmp_path / "in.bin", "--output", tmp_path / "out.bin",
+                       "--calls", 3, "--caller-outputs", "--from-bytes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "  input  x: f32[2, 12 (>= 0), 8]\n  output output_0: f32[2, 2, 24 (>= 0)]\n" in proc.stdout
+    assert "  state  calls: f32[1]" in proc.stdout
+    third = python_outputs(path, [x], calls=3)
+    assert_same_bytes(read_tensors(tmp_path / "out.bin"), third)
+    proc = run_example(example, path, "--input", tmp_path / "in.bin", "--output", tmp_path / "reset.bin",
+                       "--calls", 3, "--reset")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = python_outputs(path, [x], calls=1)
+    assert_same_bytes(read_tensors(tmp_path / "reset.bin"), first)
+    assert not np.array_equal(first[0], third[0])  # the state moved the outputs
+
+
+def test_c_example_reports_errors(example, exported, tmp_path):
+    bad = tmp_path / "bad.kiln"
+    bad.write_bytes(b"\0" * 100)
+    proc = run_example(example, bad)
+    assert proc.returncode == 1 and "error: invalid_program: " in proc.stderr, proc.stderr
+    path, *_ = exported("dynamic_state")
+    write_tensors(tmp_path / "big.bin", [np.zeros((2, 13, 8), np.float32)])
+    proc = run_example(example, path, "--input", tmp_path / "big.bin")
+    assert proc.returncode == 1 and "error: invalid_input: " in proc.stderr and "[2, 13, 8]" in proc.stderr
+    write_tensors(tmp_path / "i32.bin", [np.zeros((2, 3, 8), np.int32)])
+    proc = run_example(example, path, "--input", tmp_path / "i32.bin")
+    assert proc.returncode == 1 and "error: invalid_input: " in proc.stderr and "i32" in proc.stderr
+    proc = run_example(example, path, "--kernels", "fastest")
+    assert proc.returncode == 1 and "fastest" in proc.stderr, proc.stderr
+
+
+def test_a_future_api_version_is_refused_clearly(example):
+    proc = run_example(example, "unused.kiln", "--api-version", 2)
+    assert proc.returncode == 2
+    assert (f"this libkiln.so.0 (kiln {kiln.__version__}) serves kiln C API versions 1 to 1, and version 2 was "
+            "asked for") in proc.stderr, proc.stderr
+    proc = run_example(example, "unused.kiln", "--api-version", 0)
+    assert proc.returncode == 2 and "version 0 does not exist" in proc.stderr, proc.stderr
+
+
+def test_the_v1_header_builds_and_runs_against_this_library(example_v1, exported, tmp_path):
+    path, _, (x,), _ = exported("mlp")
+    write_tensors(tmp_path / "in.bin", [x.numpy()])
+    write_tensors(tmp_path / "want.bin", python_outputs(path, [x.numpy()]))
+    proc = run_example(example_v1, path, "--input", tmp_path / "in.bin", "--expect", tmp_path / "want.bin")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    current = api_version(HEADER)
+    assert f"C API {current} (table {current}, asked for 1)" in proc.stdout
+    assert "outputs match the expected file" in proc.stdout
+
+
+def api_version(header: Path) -> int:
+    return int(re.search(r"#define KILN_C_API_VERSION (\d+)", header.read_text()).group(1))
+
+
+def test_the_table_only_grows(tmp_path):
+    """Every member of the version 1 table sits at the same offset, with the same declaration, in the
+    installed header, and the library fills every entry of its table: compiled, not only parsed."""
+    old, new = api_members(V1 / "kiln" / "c_api.h"), api_members(HEADER)
+    assert old and new[:len(old)] == old, "the kiln_api table may only grow at its end (docs/c_api.md)"
+    declaration = re.compile(r"^\s*(.*\(\*\w+\)\(.*?\);)", re.M | re.S)
+    decls = [" ".join(d.split()) for d in declaration.findall(
+        re.search(r"typedef struct kiln_api \{(.*?)\} kiln_api;", (V1 / "kiln" / "c_api.h").read_text(), re.S)
+        .group(1))]
+    current = " ".join(HEADER.read_text().split())
+    assert all(d in current for d in decls), [d for d in decls if d not in current]
+    lines = "\n".join(f'  printf("{m} %zu\\n", offsetof(kiln_api, {m}));' for m in old)
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include <kiln/c_api.h>\n"
+                   "int main(void) {\n" + lines + "\n  return 0;\n}\n")
+    offsets = []
+    for include in (V1, Path(kiln.include_dir())):
+        exe = tmp_path / f"layout_{len(offsets)}"
+        subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", f"-I{include}", str(src), "-o", str(exe)],
+                       check=True, capture_output=True)
+        offsets.append(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
+    assert offsets[0] == offsets[1]
+    assert len(offsets[0].splitlines()) == len(old)
+
+
+def test_c_api_in_python_sees_the_same_registries(tmp_path_factory):
+    """One process: Python's kiln and the C API (through ctypes on the same libkiln.so.0) count the
+    same kernels; a plugin loaded through the C API is then registered for Python too, and the
+    process still has one runtime."""
+    plugin = one_runtime_project(tmp_path_factory) / "libone_runtime_plugin.so"
+    members = api_members(HEADER)
+    proc = run_python(f"""
+        import ctypes
+        import kiln
+        lib = ctypes.CDLL(kiln.library_path())
+        lib.kiln_get_api_base.restype = ctypes.POINTER(ctypes.c_uint32 * 2)
+        base = lib.kiln_get_api_base()
+        get_api = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p)(
+            ctypes.cast(base, ctypes.POINTER(ctypes.c_void_p))[1])
+        table = ctypes.cast(get_api(1, None), ctypes.POINTER(ctypes.c_void_p))
+        members = {members!r}
+        def fn(name, *argtypes):
+            # after two uint32 fields, one pointer per member
+            return ctypes.CFUNCTYPE(ctypes.c_void_p, *argtypes)(table[1 + members.index(name)])
+        count = fn("registered_kernel_count", ctypes.POINTER(ctypes.c_size_t))
+        n = ctypes.c_size_t()
+        assert count(ctypes.byref(n)) is None
+        assert n.value == len(kiln.registered_kernels()), (n.value, len(kiln.registered_kernels()))
+        kernels, backends = ctypes.c_size_t(), ctypes.c_size_t()
+        load = fn("load_library", ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+        assert load({str(plugin).encode()!r}, ctypes.byref(kernels), ctypes.byref(backends)) is None
+        assert (kernels.value, backends.value) == (1, 1)
+        assert {PLUGIN_KERNEL!r} in {{k.op_name for k in kiln.registered_kernels()}}
+        assert count(ctypes.byref(n)) is None and n.value == len(kiln.registered_kernels())
+        assert len(kiln.runtime_copies()) == 1, kiln.runtime_copies()
+        print("same registries", n.value)
+    """)
+    assert "same registries" in proc.stdout
+
+
+def test_pkg_config_builds_the_c_example(exported, tmp_path):
+    if shutil.which("pkg-config") is None:
+        pytest.fail("pkg-config is not installed (apt-get install pkg-config)")
+    env = clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir())
+    subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={tmp_path}", "c"],
+                   env=env, check=True, capture_output=True)
+    path, *_ = exported("mlp")
+    proc = run_example(tmp_path / "kiln_c_example", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "method forward\n  input  x: f32[4, 32]\n" in proc.stdout
