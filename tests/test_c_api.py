@@ -6,10 +6,12 @@ a message; the C API in a Python process reaches the same registries as Python."
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +242,42 @@ def test_pkg_config_builds_the_c_example(exported, tmp_path):
     proc = run_example(tmp_path / "kiln_c_example", path)
     assert proc.returncode == 0, proc.stderr
     assert "method forward\n  input  x: f32[4, 32]\n" in proc.stdout
+
+
+RUST = REPO / "bindings" / "rust"
+
+
+def test_rust_declarations_follow_the_header():
+    """bindings/rust/src/ffi.rs declares the table by hand (no bindgen): the same members in the same order."""
+    body = re.search(r"pub struct kiln_api \{(.*?)\n\}", (RUST / "src" / "ffi.rs").read_text(), re.S).group(1)
+    fields = re.findall(r"pub (\w+):", body)
+    assert fields[:2] == ["version", "struct_size"]
+    assert fields[2:] == api_members(HEADER)
+
+
+@pytest.mark.parametrize("kernels", ["", "portable"], ids=["default", "portable"])
+def test_rust_binding_gives_pythons_bytes(exported, tmp_path, kernels):
+    """`cargo test --offline` of bindings/rust (std only), linked with the libkiln.so.0 that `kiln --libs`
+    names, runs the program Python ran and compares the bytes (bindings/rust/tests/run_program.rs)."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed: the Rust binding is not built here")
+    path, _, (x,), _ = exported("cnn")
+    write_tensors(tmp_path / "in.bin", [x.numpy()])
+    write_tensors(tmp_path / "want.bin", python_outputs(path, [x.numpy()], kernels=kernels))
+    scripts = Path(sysconfig.get_path("scripts"))
+    env = clean_env(PATH=f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+                    CARGO_TARGET_DIR=str(REPO / "build" / "cargo"),  # kept: a rerun only relinks
+                    KILN_TEST_PROGRAM=str(path), KILN_TEST_INPUT=str(tmp_path / "in.bin"),
+                    KILN_TEST_EXPECTED=str(tmp_path / "want.bin"), **({"KILN_KERNELS": kernels} if kernels else {}))
+    env.pop("KILN_LIB_DIR", None)
+    proc = subprocess.run([cargo, "test", "--offline", "--manifest-path", str(RUST / "Cargo.toml")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # The test program links the wheel's runtime, found through RUNPATH (no LD_LIBRARY_PATH here).
+    binary = re.search(r"Running tests/run_program\.rs \((.*?)\)", proc.stderr).group(1)
+    dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"NEEDED.*\[libkiln\.so\.0\]", dynamic)
+    assert str(Path(kiln.lib_dir()).resolve()) in re.search(r"\(RUNPATH\).*\[(.*)\]", dynamic).group(1)
+    assert "test runs_a_program_with_pythons_bytes ... ok" in proc.stdout
+    assert "test result: ok. 3 passed" in proc.stdout
