@@ -281,3 +281,18 @@ def test_rust_binding_gives_pythons_bytes(exported, tmp_path, kernels):
     assert str(Path(kiln.lib_dir()).resolve()) in re.search(r"\(RUNPATH\).*\[(.*)\]", dynamic).group(1)
     assert "test runs_a_program_with_pythons_bytes ... ok" in proc.stdout
     assert "test result: ok. 3 passed" in proc.stdout
+
+
+def test_bad_input_gives_statuses(exported, tmp_path):
+    """tests/cpp/c_api_bad_input.c compiled as C99 against the installed wheel (the caller instrumented
+    with ASan and UBSan; tests/test_sanitizers.py runs it with the runtime instrumented too)."""
+    exe = tmp_path / "c_api_bad_input"
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-g",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", f"-I{kiln.include_dir()}",
+                    str(REPO / "tests" / "cpp" / "c_api_bad_input.c"), "-o", str(exe), kiln.library_path(),
+                    f"-Wl,-rpath,{kiln.lib_dir()}"], check=True, capture_output=True)
+    for name in ("mlp", "dynamic_state"):
+        proc = run_example(exe, exported(name)[0], 100,
+                           env=clean_env(ASAN_OPTIONS="detect_leaks=1:exitcode=70", UBSAN_OPTIONS="halt_on_error=1"))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "100 corrupted copies: " in proc.stdout and ", 0 unexpected" in proc.stdout, proc.stdout
