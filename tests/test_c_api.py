@@ -296,3 +296,42 @@ def test_bad_input_gives_statuses(exported, tmp_path):
                            env=clean_env(ASAN_OPTIONS="detect_leaks=1:exitcode=70", UBSAN_OPTIONS="halt_on_error=1"))
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "100 corrupted copies: " in proc.stdout and ", 0 unexpected" in proc.stdout, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def llm_example(tmp_path_factory) -> Path:
+    """examples/c/kiln_llm_c_example.c built as C99 with `pkg-config --cflags --libs kiln-llm`."""
+    build = tmp_path_factory.mktemp("llm_c_example")
+    subprocess.run(["make", "-C", str(REPO / "tests" / "cpp" / "pkgconfig"), f"OUT={build}", "llm_c"],
+                   env=clean_env(PKG_CONFIG_PATH=kiln.pkgconfig_dir()), check=True, capture_output=True)
+    return build / "kiln_llm_c_example"
+
+
+def test_llm_c_api_streams_pythons_text(llm_example, llm_programs):
+    """The LLM runner's C API (kiln/llm/c_api.h): greedy text equal to Python's Runner, streamed piece
+    by piece; stats; the tokenizer's encode and decode; cancellation from the callback."""
+    from kiln.llm import Runner
+
+    tiny = llm_programs("tiny")
+    runner = Runner(tiny)
+    want = runner.generate("The sea is", max_new_tokens=12, temperature=0)
+    proc = run_example(llm_example, tiny, "--prompt", "The sea is", "--max-new-tokens", 12, "--temperature", 0)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text, stats = proc.stdout.split("\n--- stats: ", 1)
+    assert text == want
+    generated = runner.stats.generated_tokens
+    assert stats.startswith(f"{runner.stats.prompt_tokens} prompt tokens, {generated} generated, "
+                            f"finish {runner.stats.finish_reason}, {len(want.encode())} bytes of text\n"), stats
+    ids = re.search(r"--- prompt ids: ([\d ]+)\n", stats).group(1).split()
+    assert len(ids) >= 3 and "--- decoded: The sea is\n" in stats
+    proc = run_example(llm_example, tiny, "--prompt", "The sea is", "--max-new-tokens", 12, "--temperature", 0,
+                       "--cancel-after", 3)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text, stats = proc.stdout.split("\n--- stats: ", 1)
+    assert "finish cancelled" in stats and want.startswith(text) and len(text) < len(want)
+
+
+def test_llm_c_api_refuses_a_future_version(llm_example):
+    proc = run_example(llm_example, "unused.kiln", "--prompt", "x", "--api-version", 2)
+    assert proc.returncode == 2
+    assert "serves kiln LLM C API versions 1 to 1, and version 2 was asked for" in proc.stderr, proc.stderr

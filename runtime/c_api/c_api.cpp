@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api/c_api_internal.h"
 #include "kiln/cpu.h"
 #include "kiln/error.h"
 #include "kiln/program.h"
@@ -745,6 +746,16 @@ const kiln_api* get_api(uint32_t version, kiln_status** status) {
 const char* version_string() { return KILN_VERSION_STRING; }
 
 }  // namespace
+
+namespace kiln::c_internal {
+
+kiln_status* make_status(const Status& status) noexcept { return from(status); }
+
+kiln_status* read_load_options(const kiln_load_options* options, const char* function, LoadOptions* out) noexcept {
+  return guarded(function, [&]() -> kiln_status* { return options_of(function, options, out); });
+}
+
+}  // namespace kiln::c_internal
 
 extern "C" KILN_C_EXPORT const kiln_api_base* kiln_get_api_base(void) {
   static const kiln_api_base base = {sizeof(kiln_api_base), KILN_C_API_VERSION, get_api,    version_string,
