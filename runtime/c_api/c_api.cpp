@@ -79,6 +79,7 @@ struct kiln_tensor : Handle {
   ~kiln_tensor() override { std::free(owned); }
   kiln::Tensor tensor;  // capacity() is the buffer's size in bytes
   void* owned = nullptr;
+  bool fresh = false;  // allocated by the method_run in progress: freed again if it fails
 };
 
 namespace {
@@ -508,7 +509,7 @@ kiln_status* method_tensor_spec(const kiln_method* method, kiln_spec_kind kind, 
 }
 
 // Writes output `o` into the caller's slot: into the tensor there, or into a new one.
-kiln_status* write_output(const kiln::Tensor& o, size_t index, kiln_tensor** slot, bool* allocated) {
+kiln_status* write_output(const kiln::Tensor& o, size_t index, kiln_tensor** slot) {
   kiln_tensor* t = *slot;
   if (t == nullptr) {
     t = new kiln_tensor();
@@ -520,8 +521,8 @@ kiln_status* write_output(const kiln::Tensor& o, size_t index, kiln_tensor** slo
                          kiln::format("method_run: output %zu: %zu bytes", index, o.nbytes()));
     }
     t->tensor.reset(t->owned, o.sizes(), o.dtype(), capacity);
+    t->fresh = true;
     *slot = t;
-    *allocated = true;
   } else if (t->tensor.dtype() != o.dtype()) {
     return make_status(KILN_ERROR_INVALID_ARGUMENT,
                        kiln::format("method_run: output %zu is %s, the tensor given for it is %s", index,
@@ -538,7 +539,7 @@ kiln_status* write_output(const kiln::Tensor& o, size_t index, kiln_tensor** slo
 }
 
 kiln_status* run_locked(kiln_method* method, const kiln_tensor* const* inputs, size_t num_inputs, kiln_tensor** outputs,
-                        size_t num_outputs, std::vector<bool>* allocated) {
+                        size_t num_outputs) {
   kiln::Method& m = method->method;
   for (size_t i = 0; i < num_inputs; ++i) {
     kiln::Status st = m.set_input(i, inputs[i]->tensor);
@@ -547,12 +548,15 @@ kiln_status* run_locked(kiln_method* method, const kiln_tensor* const* inputs, s
   kiln::Status st = m.execute();
   if (!st.is_ok()) return from(st);
   for (size_t i = 0; i < num_outputs; ++i) {
-    bool fresh = false;
-    kiln_status* bad = write_output(m.output(i), i, &outputs[i], &fresh);
-    (*allocated)[i] = fresh;
-    if (bad != nullptr) return bad;
+    if (kiln_status* bad = write_output(m.output(i), i, &outputs[i])) return bad;
   }
   return nullptr;
+}
+
+// Checks a tensor argument; the message (built only on failure) names its role and index.
+kiln_status* check_tensor_arg(const kiln_tensor* t, const char* role, size_t index) {
+  if (t != nullptr && t->magic == kTensorMagic) return nullptr;
+  return check_handle(t, kTensorMagic, "method_run", kiln::format("%s %zu", role, index).c_str());
 }
 
 kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, size_t num_inputs, kiln_tensor** outputs,
@@ -569,26 +573,25 @@ kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, s
     KILN_C_CHECK_ARG(inputs != nullptr || num_inputs == 0, "inputs is NULL");
     KILN_C_CHECK_ARG(outputs != nullptr || num_outputs == 0, "outputs is NULL");
     for (size_t i = 0; i < num_inputs; ++i) {
-      std::string arg = kiln::format("input %zu", i);
-      KILN_C_CHECK_HANDLE(inputs[i], kTensorMagic, arg.c_str());
+      if (kiln_status* bad = check_tensor_arg(inputs[i], "input", i)) return bad;
     }
     for (size_t i = 0; i < num_outputs; ++i) {
-      std::string arg = kiln::format("output slot %zu", i);
-      if (outputs[i] != nullptr) KILN_C_CHECK_HANDLE(outputs[i], kTensorMagic, arg.c_str());
+      if (outputs[i] == nullptr) continue;
+      if (kiln_status* bad = check_tensor_arg(outputs[i], "output slot", i)) return bad;
+      outputs[i]->fresh = false;
     }
-    std::vector<bool> allocated(num_outputs, false);
     kiln_status* bad;
     {
       // The turn covers binding, execution and the copy-out, so concurrent callers never mix.
       std::lock_guard<kiln::Method> turn(m);
-      bad = run_locked(method, inputs, num_inputs, outputs, num_outputs, &allocated);
+      bad = run_locked(method, inputs, num_inputs, outputs, num_outputs);
     }
-    if (bad != nullptr) {
-      for (size_t i = 0; i < num_outputs; ++i) {
-        if (allocated[i]) {
-          delete outputs[i];
-          outputs[i] = nullptr;
-        }
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (outputs[i] == nullptr || !outputs[i]->fresh) continue;
+      outputs[i]->fresh = false;
+      if (bad != nullptr) {  // only what this call allocated goes; caller tensors stay
+        delete outputs[i];
+        outputs[i] = nullptr;
       }
     }
     return bad;
