@@ -113,11 +113,7 @@ Quarantine& quarantine() {
   return *q;
 }
 
-// A status made when memory for a status cannot be had; status_free ignores it.
-kiln_status* out_of_memory_status() noexcept {
-  static kiln_status* s = new (std::nothrow) kiln_status(KILN_ERROR_OUT_OF_MEMORY, "out of memory");
-  return s;
-}
+kiln_status* out_of_memory_status() noexcept { return kiln::c_internal::out_of_memory(); }
 
 kiln_status* make_status(kiln_code code, std::string message) noexcept {
   try {
@@ -144,19 +140,8 @@ kiln_status* invalid(const char* function, const char* what) noexcept {
   }
 }
 
-// Runs `body` (returning kiln_status*), turning any C++ exception into a status.
-template <typename F>
-kiln_status* guarded(const char* function, F&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return out_of_memory_status();
-  } catch (const std::exception& e) {
-    return make_status(KILN_ERROR_INTERNAL, kiln::format("%s: unexpected C++ exception: %s", function, e.what()));
-  } catch (...) {
-    return make_status(KILN_ERROR_INTERNAL, kiln::format("%s: unexpected C++ exception", function));
-  }
-}
+using kiln::c_internal::copy_prefix;
+using kiln::c_internal::guarded;
 
 const char* kind_name(uint32_t magic) {
   switch (magic) {
@@ -205,18 +190,6 @@ void free_handle(H* h, uint32_t magic) noexcept {
     quarantine().retire(h);
   } catch (...) {
   }
-}
-
-// Copies a filled struct into the caller's, as far as the caller's struct_size reaches.
-template <typename S>
-kiln_status* copy_prefix(const char* function, const S& filled, S* out) {
-  if (out == nullptr) return invalid(function, "the output struct is NULL");
-  size_t size = out->struct_size;
-  if (size < sizeof(size_t)) return invalid(function, "struct_size is not set (set it to sizeof the struct)");
-  size = std::min(size, sizeof(S));
-  std::memcpy(static_cast<void*>(out), &filled, size);
-  out->struct_size = size;  // what the library wrote
-  return nullptr;
 }
 
 // The element count and byte size of `sizes`, refused on a negative size or overflow.
@@ -753,6 +726,20 @@ const char* version_string() { return KILN_VERSION_STRING; }
 namespace kiln::c_internal {
 
 kiln_status* make_status(const Status& status) noexcept { return from(status); }
+
+kiln_status* out_of_memory() noexcept {
+  static kiln_status* s = new (std::nothrow) kiln_status(KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+  return s;
+}
+
+kiln_status* unexpected_exception(const char* function, const char* what) noexcept {
+  try {
+    return ::make_status(KILN_ERROR_INTERNAL, std::string(function) + ": unexpected C++ exception" +
+                                                  (what != nullptr ? std::string(": ") + what : std::string()));
+  } catch (...) {
+    return out_of_memory();
+  }
+}
 
 kiln_status* read_load_options(const kiln_load_options* options, const char* function, LoadOptions* out) noexcept {
   return guarded(function, [&]() -> kiln_status* { return options_of(function, options, out); });

@@ -33,17 +33,8 @@ kiln_status* status(kiln::Error code, std::string message) {
   return kiln::c_internal::make_status(kiln::Status(code, std::move(message)));
 }
 
-template <typename F>
-kiln_status* guarded(const char* function, F&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return kiln::c_internal::make_status(kiln::Status(kiln::Error::OutOfMemory, "out of memory"));
-  } catch (...) {
-    return kiln::c_internal::make_status(
-        kiln::Status(kiln::Error::Internal, std::string(function) + ": unexpected C++ exception"));
-  }
-}
+using kiln::c_internal::copy_prefix;
+using kiln::c_internal::guarded;
 
 // A live runner handle, or the status that says why `runner` is not one.
 kiln_status* check_runner(const kiln_llm_runner* runner, const char* function) {
@@ -67,20 +58,6 @@ char* copy_string(const std::string& s) {
   std::memcpy(out, s.data(), s.size());
   out[s.size()] = '\0';
   return out;
-}
-
-// Copies a filled struct into the caller's as far as its struct_size reaches (kiln/c_api.h).
-template <typename S>
-kiln_status* copy_prefix(const char* function, const S& filled, S* out) {
-  if (out == nullptr) return status(kiln::Error::InvalidArgument, std::string(function) + ": the struct is NULL");
-  size_t size = out->struct_size;
-  if (size < sizeof(size_t)) {
-    return status(kiln::Error::InvalidArgument, std::string(function) + ": struct_size is not set");
-  }
-  size = std::min(size, sizeof(S));
-  std::memcpy(static_cast<void*>(out), &filled, size);
-  out->struct_size = size;
-  return nullptr;
 }
 
 kiln_status* generate_options_init(kiln_llm_generate_options* options) {
