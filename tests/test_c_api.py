@@ -95,20 +95,35 @@ def assert_same_bytes(got: list, want: list) -> None:
         assert g.tobytes() == np.ascontiguousarray(w).tobytes()
 
 
+@pytest.fixture(scope="module")
+def hello(tmp_path_factory) -> Path:
+    """examples/cpp/hello: the same program through the C++ API."""
+    build = tmp_path_factory.mktemp("hello")
+    build_cmake_project(REPO / "examples" / "cpp" / "hello", build, defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    return build / "hello"
+
+
 @pytest.mark.parametrize("kernels", ["", "portable"], ids=["default", "portable"])
-def test_c_example_gives_pythons_bytes(example, exported, tmp_path, kernels):
+def test_c_example_gives_pythons_bytes(example, hello, exported, tmp_path, kernels):
+    """The same program from Python, C and C++ (examples/cpp/hello --output): the same bytes (and
+    from Rust: test_rust_binding_gives_pythons_bytes)."""
     path, _, (x,), _ = exported("cnn")
     write_tensors(tmp_path / "in.bin", [x.numpy()])
     want = python_outputs(path, [x.numpy()], kernels=kernels)
     write_tensors(tmp_path / "want.bin", want)
+    env = clean_env(KILN_KERNELS=kernels) if kernels else None
     proc = run_example(example, path, "--input", tmp_path / "in.bin", "--output", tmp_path / "out.bin",
-                       "--expect", tmp_path / "want.bin", env=clean_env(KILN_KERNELS=kernels) if kernels else None)
+                       "--expect", tmp_path / "want.bin", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "method forward\n  input  x: f32[2, 3, 32, 32]\n" in proc.stdout
     assert "outputs match the expected file" in proc.stdout
     assert f"runtime {kiln.library_path()}" in proc.stdout or \
         f"runtime {Path(kiln.library_path()).resolve()}" in proc.stdout
     assert_same_bytes(read_tensors(tmp_path / "out.bin"), want)
+    x.numpy().tofile(tmp_path / "x.raw")
+    proc = run_example(hello, path, "--input", tmp_path / "x.raw", "--output", tmp_path / "cpp.raw", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "cpp.raw").read_bytes() == b"".join(np.ascontiguousarray(w).tobytes() for w in want)
 
 
 def test_state_reset_caller_buffers_and_bytes(example, exported, tmp_path):
