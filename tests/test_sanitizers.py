@@ -23,7 +23,7 @@ from conftest import REPO, build_cmake_project, clean_env, full_tier, load_scrip
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent
 HEADER = struct.Struct("<8sIIQQQQQ8x")
-PROGRAMS = ("sanitizer_canary", "run_programs")
+PROGRAMS = ("sanitizer_canary", "run_programs", "c_api_bad_input")
 
 
 def gcc_sanitized() -> Path:
@@ -214,6 +214,19 @@ def run_programs(binary: Path, paths: list) -> dict:
 def test_valid_programs_run_clean(sanitized, exported):
     paths = [exported(name)[0] for name in ("mlp", "cnn", "encoder", "tied", "two_methods", "dynamic_state")]
     assert run_programs(sanitized / "run_programs", paths) == {"ran": len(paths)}
+
+
+@pytest.mark.parametrize("name", ["mlp", "dynamic_state"])
+def test_bad_input_through_the_c_api_under_sanitizers(request, sanitized, exported, name):
+    """tests/cpp/c_api_bad_input.c: null, wrong-kind and freed handles, wrong counts, sizes and dtypes,
+    short output buffers and truncated and corrupted copies through the C API give their statuses,
+    and ASan and UBSan report nothing."""
+    copies = 1000 if full_tier(request.config) else 200
+    proc = subprocess.run([str(sanitized / "c_api_bad_input"), str(exported(name)[0]), str(copies)],
+                          capture_output=True, text=True, env=sanitizer_env(), timeout=900)
+    assert proc.returncode == 0 and "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, \
+        proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert f"{copies} corrupted copies: " in proc.stdout and ", 0 unexpected" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("name", ["cnn", "encoder", "dynamic_state"])
