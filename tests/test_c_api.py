@@ -350,3 +350,18 @@ def test_llm_c_api_refuses_a_future_version(llm_example):
     proc = run_example(llm_example, "unused.kiln", "--prompt", "x", "--api-version", 2)
     assert proc.returncode == 2
     assert "serves kiln LLM C API versions 1 to 1, and version 2 was asked for" in proc.stderr, proc.stderr
+
+
+def test_threads_share_a_method_and_keep_their_own_errors(exported, tmp_path):
+    """tests/cpp/threads/c_api_threads.c compiled as C99 against the wheel: one kiln_method, four
+    threads, each its own results and its own error messages (tests/test_sanitizers.py runs it
+    under ThreadSanitizer)."""
+    exe = tmp_path / "c_api_threads"
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-pthread",
+                    f"-I{kiln.include_dir()}", str(REPO / "tests" / "cpp" / "threads" / "c_api_threads.c"),
+                    "-o", str(exe), kiln.library_path(), f"-Wl,-rpath,{kiln.lib_dir()}"],
+                   check=True, capture_output=True)
+    for name in ("mlp", "cnn"):
+        proc = run_example(exe, exported(name)[0], 50)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "200 calls, 0 mismatches, 0 errors" in proc.stdout
