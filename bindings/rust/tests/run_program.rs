@@ -76,7 +76,7 @@ fn a_view_of_a_slice_runs_too_and_bad_inputs_are_errors() {
     let ints = vec![0i32; floats.len()];
     let err = method.run(&[&Tensor::view(&ints, &sizes).unwrap()]).unwrap_err();
     assert_eq!(err.kind, "invalid_input", "{err}");
-    let err = Tensor::view(&floats[..3], &sizes).err().expect("too small a slice is refused");
+    let err = Tensor::view(&floats[..3], &sizes).expect_err("too small a slice is refused");
     assert_eq!(err.kind, "invalid_argument");
     assert!(err.message.contains("bytes"), "{err}");
 }
