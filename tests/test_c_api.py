@@ -346,10 +346,12 @@ def test_llm_c_api_streams_pythons_text(llm_example, llm_programs):
     assert "finish cancelled" in stats and want.startswith(text) and len(text) < len(want)
 
 
-def test_llm_c_api_refuses_a_future_version(llm_example):
+def test_llm_c_api_refuses_a_future_version_and_a_program_without_an_llm(llm_example, exported):
     proc = run_example(llm_example, "unused.kiln", "--prompt", "x", "--api-version", 2)
     assert proc.returncode == 2
     assert "serves kiln LLM C API versions 1 to 1, and version 2 was asked for" in proc.stderr, proc.stderr
+    proc = run_example(llm_example, exported("mlp")[0], "--prompt", "x")
+    assert proc.returncode == 1 and "error: invalid_program: " in proc.stderr, proc.stderr
 
 
 def test_threads_share_a_method_and_keep_their_own_errors(exported, tmp_path):

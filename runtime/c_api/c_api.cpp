@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,11 @@ constexpr uint32_t kMethodMagic = 0x4b4d5448u;   // "KMTH"
 constexpr uint32_t kTensorMagic = 0x4b54534eu;   // "KTSN"
 constexpr uint32_t kFreedMagic = 0x4b444541u;    // "KDEA": a handle whose contents were freed
 
+// The part of a handle that outlives free (in the quarantine below); release() frees the rest at once.
 struct Handle {
   explicit Handle(uint32_t m) : magic(m) {}
   virtual ~Handle() = default;
+  virtual void release() noexcept {}
   uint32_t magic;
 };
 
@@ -51,32 +54,50 @@ struct Handle {
 
 struct kiln_status : Handle {
   kiln_status(kiln_code c, std::string m) : Handle(kStatusMagic), code(c), message(std::move(m)) {}
+  void release() noexcept override { std::string().swap(message); }
   kiln_code code;
   std::string message;
 };
 
 struct kiln_load_options : Handle {
   kiln_load_options() : Handle(kOptionsMagic) {}
+  void release() noexcept override { options = kiln::LoadOptions(); }
   kiln::LoadOptions options;
 };
 
 struct kiln_program : Handle {
-  explicit kiln_program(kiln::Program p) : Handle(kProgramMagic), program(std::move(p)) {
-    names = program.method_names();
+  explicit kiln_program(kiln::Program p) : Handle(kProgramMagic), held(std::move(p)) { names = held->method_names(); }
+  // Unmaps the file, unless a method still holds the program's data.
+  void release() noexcept override {
+    held.reset();
+    std::vector<std::string>().swap(names);
   }
-  kiln::Program program;
+  const kiln::Program& program() const { return *held; }  // engaged while the magic says live
+  std::optional<kiln::Program> held;
   std::vector<std::string> names;
 };
 
 struct kiln_method : Handle {
-  kiln_method(kiln::Method m, std::string n) : Handle(kMethodMagic), method(std::move(m)), name(std::move(n)) {}
-  kiln::Method method;
+  kiln_method(kiln::Method m, std::string n) : Handle(kMethodMagic), held(std::move(m)), name(std::move(n)) {}
+  // Frees the method's arenas and state.
+  void release() noexcept override {
+    held.reset();
+    std::string().swap(name);
+  }
+  kiln::Method& method() { return *held; }  // engaged while the magic says live
+  const kiln::Method& method() const { return *held; }
+  std::optional<kiln::Method> held;
   std::string name;
 };
 
 struct kiln_tensor : Handle {
   kiln_tensor() : Handle(kTensorMagic) {}
   ~kiln_tensor() override { std::free(owned); }
+  void release() noexcept override {
+    std::free(owned);
+    owned = nullptr;
+    tensor = kiln::Tensor();
+  }
   kiln::Tensor tensor;  // capacity() is the buffer's size in bytes
   void* owned = nullptr;
   bool fresh = false;  // allocated by the method_run in progress: freed again if it fails
@@ -91,20 +112,24 @@ constexpr size_t kQuarantine = 256;
 
 class Quarantine {
  public:
-  void retire(Handle* h) noexcept {
-    Handle* oldest = nullptr;
+  void retire(void* husk, void (*destroy)(void*)) noexcept {
+    Entry oldest;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       oldest = ring_[next_];
-      ring_[next_] = h;
+      ring_[next_] = {husk, destroy};
       next_ = (next_ + 1) % kQuarantine;
     }
-    delete oldest;
+    if (oldest.husk != nullptr) oldest.destroy(oldest.husk);
   }
 
  private:
+  struct Entry {
+    void* husk = nullptr;
+    void (*destroy)(void*) = nullptr;
+  };
   std::mutex mutex_;
-  Handle* ring_[kQuarantine] = {};
+  Entry ring_[kQuarantine];
   size_t next_ = 0;
 };
 
@@ -185,11 +210,9 @@ kiln_status* check_handle(const H* h, uint32_t magic, const char* function, cons
 template <typename H>
 void free_handle(H* h, uint32_t magic) noexcept {
   if (h == nullptr || h->magic != magic) return;  // a wrong or freed handle: nothing to free
-  try {
-    h->magic = kFreedMagic;
-    quarantine().retire(h);
-  } catch (...) {
-  }
+  h->magic = kFreedMagic;
+  h->release();
+  quarantine().retire(static_cast<Handle*>(h), [](void* husk) { delete static_cast<Handle*>(husk); });
 }
 
 // The element count and byte size of `sizes`, refused on a negative size or overflow.
@@ -420,7 +443,7 @@ kiln_status* program_load_method(const kiln_program* program, const char* name, 
     KILN_C_CHECK_ARG(name != nullptr, "name is NULL");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
-    auto method = program->program.load_method(name);
+    auto method = program->program().load_method(name);
     if (!method.ok()) return from(method.status());
     *out = new kiln_method(std::move(method).value(), name);
     return nullptr;
@@ -441,7 +464,7 @@ kiln_status* method_name(const kiln_method* method, const char** name) {
 }
 
 const std::vector<kiln::TensorSpec>* spec_list(const kiln_method* method, kiln_spec_kind kind) {
-  const kiln::MethodSpec& spec = method->method.spec();
+  const kiln::MethodSpec& spec = method->method().spec();
   switch (kind) {
     case KILN_SPEC_INPUT: return &spec.inputs;
     case KILN_SPEC_OUTPUT: return &spec.outputs;
@@ -513,7 +536,7 @@ kiln_status* write_output(const kiln::Tensor& o, size_t index, kiln_tensor** slo
 
 kiln_status* run_locked(kiln_method* method, const kiln_tensor* const* inputs, size_t num_inputs, kiln_tensor** outputs,
                         size_t num_outputs) {
-  kiln::Method& m = method->method;
+  kiln::Method& m = method->method();
   for (size_t i = 0; i < num_inputs; ++i) {
     kiln::Status st = m.set_input(i, inputs[i]->tensor);
     if (!st.is_ok()) return from(st);
@@ -536,7 +559,7 @@ kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, s
                         size_t num_outputs) {
   return guarded(__func__, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
-    kiln::Method& m = method->method;
+    kiln::Method& m = method->method();
     if (num_inputs != m.num_inputs()) {
       return make_status(KILN_ERROR_INVALID_INPUT, kiln::format("method_run: method '%s' takes %zu inputs, got %zu",
                                                                 method->name.c_str(), m.num_inputs(), num_inputs));
@@ -574,7 +597,7 @@ kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, s
 kiln_status* method_reset_state(kiln_method* method) {
   return guarded(__func__, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
-    method->method.reset_state();
+    method->method().reset_state();
     return nullptr;
   });
 }
@@ -617,14 +640,7 @@ kiln_status* tensor_create(kiln_dtype dtype, const int64_t* sizes, size_t ndim, 
   });
 }
 
-void tensor_free(kiln_tensor* tensor) {
-  if (tensor == nullptr || tensor->magic != kTensorMagic) return;
-  // The buffer goes now; only the header waits in the quarantine.
-  std::free(tensor->owned);
-  tensor->owned = nullptr;
-  tensor->tensor = kiln::Tensor();
-  free_handle(tensor, kTensorMagic);
-}
+void tensor_free(kiln_tensor* tensor) { free_handle(tensor, kTensorMagic); }
 
 kiln_status* tensor_dtype(const kiln_tensor* tensor, kiln_dtype* out) {
   return guarded(__func__, [&]() -> kiln_status* {
@@ -740,6 +756,8 @@ kiln_status* unexpected_exception(const char* function, const char* what) noexce
     return out_of_memory();
   }
 }
+
+void retire(void* husk, void (*destroy)(void*)) noexcept { quarantine().retire(husk, destroy); }
 
 kiln_status* read_load_options(const kiln_load_options* options, const char* function, LoadOptions* out) noexcept {
   return guarded(function, [&]() -> kiln_status* { return options_of(function, options, out); });

@@ -1,6 +1,7 @@
 // What the project's extension libraries share with the C API to offer C tables of their own
-// (libkiln_llm.so.0's kiln/llm/c_api.h): statuses the core's status_free frees, and the options a
-// kiln_load_options handle holds. Exported under KILN_INTERNAL_0 (runtime/kiln.map), not API.
+// (libkiln_llm.so.0's kiln/llm/c_api.h): statuses the core's status_free frees, the options a
+// kiln_load_options handle holds, and the quarantine of freed handles. Exported under
+// KILN_INTERNAL_0 (runtime/kiln.map), not API.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +21,10 @@ namespace kiln::c_internal {
 KILN_API kiln_status* make_status(const Status& status) noexcept;
 // The preallocated status for when memory for a status cannot be had (status_free ignores it).
 KILN_API kiln_status* out_of_memory() noexcept;
+// Keeps a freed handle's husk (its magic already marked freed, its contents released) among the
+// most recently freed handles, so that its reuse reads live memory; destroy(husk) runs when it
+// leaves the quarantine.
+KILN_API void retire(void* husk, void (*destroy)(void*)) noexcept;
 // An Internal status naming the function and the exception's what() (may be NULL).
 KILN_API kiln_status* unexpected_exception(const char* function, const char* what) noexcept;
 // `options`'s LoadOptions into *out (the defaults for NULL); a status for a bad or freed handle.

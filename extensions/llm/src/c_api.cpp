@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,12 @@ constexpr uint32_t kFreedMagic = 0x4b444541u;   // the core's mark of a freed ha
 }  // namespace
 
 struct kiln_llm_runner {
-  explicit kiln_llm_runner(kiln::llm::Runner r) : runner(std::move(r)) {}
+  explicit kiln_llm_runner(kiln::llm::Runner r) : held(std::move(r)) {}
+  kiln::llm::Runner& runner() { return *held; }  // engaged while the magic says live
+  const kiln::llm::Runner& runner() const { return *held; }
   uint32_t magic = kRunnerMagic;
-  kiln::llm::Runner runner;
-  std::string finish_reason;  // what stats() hands out, kept until the next generation
+  std::optional<kiln::llm::Runner> held;  // released at free; the husk waits in the core's quarantine
+  std::string finish_reason;              // what stats() hands out, kept until the next generation
 };
 
 namespace {
@@ -118,7 +121,9 @@ kiln_status* runner_load(const char* path, const kiln_load_options* options, int
 void runner_free(kiln_llm_runner* runner) {
   if (runner == nullptr || runner->magic != kRunnerMagic) return;
   runner->magic = kFreedMagic;
-  delete runner;
+  runner->held.reset();  // the program, its KV cache and tokenizer go now
+  std::string().swap(runner->finish_reason);
+  kiln::c_internal::retire(runner, [](void* husk) { delete static_cast<kiln_llm_runner*>(husk); });
 }
 
 kiln_status* generate(kiln_llm_runner* runner, const char* prompt, const kiln_llm_generate_options* options,
@@ -135,7 +140,7 @@ kiln_status* generate(kiln_llm_runner* runner, const char* prompt, const kiln_ll
         return on_text(user_data, piece.data(), piece.size()) != 0;
       };
     }
-    auto result = runner->runner.generate(prompt, o, callback);
+    auto result = runner->runner().generate(prompt, o, callback);
     if (!result.ok()) return kiln::c_internal::make_status(result.status());
     if (text != nullptr) *text = copy_string(*result);
     return nullptr;
@@ -145,7 +150,7 @@ kiln_status* generate(kiln_llm_runner* runner, const char* prompt, const kiln_ll
 kiln_status* cancel(kiln_llm_runner* runner) {
   return guarded(__func__, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
-    runner->runner.cancel();
+    runner->runner().cancel();
     return nullptr;
   });
 }
@@ -153,7 +158,7 @@ kiln_status* cancel(kiln_llm_runner* runner) {
 kiln_status* reset(kiln_llm_runner* runner) {
   return guarded(__func__, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
-    runner->runner.reset();
+    runner->runner().reset();
     return nullptr;
   });
 }
@@ -166,7 +171,7 @@ kiln_status* encode(const kiln_llm_runner* runner, const char* text, size_t size
       return status(kiln::Error::InvalidArgument, "encode: text, ids or count is NULL");
     }
     std::vector<int32_t> tokens =
-        runner->runner.tokenizer().encode(std::string_view(text == nullptr ? "" : text, size), parse_special != 0);
+        runner->runner().tokenizer().encode(std::string_view(text == nullptr ? "" : text, size), parse_special != 0);
     *count = tokens.size();
     std::copy_n(tokens.begin(), std::min(capacity, tokens.size()), ids);
     return nullptr;
@@ -181,7 +186,7 @@ kiln_status* decode(const kiln_llm_runner* runner, const int32_t* ids, size_t co
       return status(kiln::Error::InvalidArgument, "decode: ids or text is NULL");
     }
     *text = nullptr;
-    auto decoded = runner->runner.tokenizer().decode(kiln::Span<const int32_t>(ids, count), skip_special != 0);
+    auto decoded = runner->runner().tokenizer().decode(kiln::Span<const int32_t>(ids, count), skip_special != 0);
     if (!decoded.ok()) return kiln::c_internal::make_status(decoded.status());
     *text = copy_string(*decoded);
     return nullptr;
@@ -192,7 +197,7 @@ kiln_status* stats(const kiln_llm_runner* runner, kiln_llm_stats* out) {
   return guarded(__func__, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     auto* r = const_cast<kiln_llm_runner*>(runner);  // finish_reason is the handle's own storage
-    const kiln::llm::GenerationStats& s = r->runner.stats();
+    const kiln::llm::GenerationStats& s = r->runner().stats();
     r->finish_reason = s.finish_reason;
     kiln_llm_stats filled{};
     filled.prompt_tokens = s.prompt_tokens;
