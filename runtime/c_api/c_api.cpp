@@ -273,7 +273,7 @@ kiln_status* build_info(kiln_build_info* info) {
     filled.abi_version = KILN_ABI_VERSION;
     filled.runtime_library = library->c_str();
     filled.detected_isa = kiln::isa_name(kiln::detected_isa());
-    filled.compiler = "gcc-compatible " __VERSION__;
+    filled.compiler = __VERSION__;  // GCC and clang both define it
     return copy_prefix(__func__, filled, info);
   });
 }
