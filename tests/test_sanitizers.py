@@ -99,7 +99,7 @@ def thread_sanitized() -> Path:
         "KILN_BUILD_PYTHON": "OFF", "KILN_BUILD_SHARED": "OFF", "KILN_BUILD_TESTS": "ON",
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -gline-tables-only",
         "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
-                                                "shared_runner", "shared_batch"))
+                                                "shared_runner", "shared_batch", "c_api_threads"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
 
 
@@ -142,6 +142,17 @@ def test_one_method_shared_by_threads_under_tsan(thread_sanitized, exported, nam
                           capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert "0 mismatches, 0 errors" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_one_c_api_method_shared_by_threads_under_tsan(thread_sanitized, exported, name):
+    """tests/cpp/threads/c_api_threads.c: four threads share one kiln_method through the C API,
+    each with its own inputs, outputs and error statuses, while the program loads methods for
+    them: every thread reads its own results and messages, and ThreadSanitizer reports nothing."""
+    proc = subprocess.run([str(thread_sanitized / "c_api_threads"), str(exported(name)[0]), "20"],
+                          capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert "80 calls, 0 mismatches, 0 errors" in proc.stdout
 
 
 def test_one_llm_runner_shared_by_threads_under_tsan(request, thread_sanitized, llm_programs, exported):
