@@ -163,6 +163,16 @@ def test_c_example_reports_errors(example, exported, tmp_path):
     assert proc.returncode == 1 and "fastest" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("std", ["c99", "c11", "c17"])
+def test_c_headers_compile_as_plain_c(std, tmp_path):
+    """kiln/c_api.h and kiln/llm/c_api.h as installed: plain C, no warnings with -pedantic."""
+    src = tmp_path / "headers.c"
+    src.write_text("#include <kiln/c_api.h>\n#include <kiln/llm/c_api.h>\nint main(void) { return 0; }\n")
+    proc = subprocess.run(["cc", f"-std={std}", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
+                           f"-I{kiln.include_dir()}", str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_future_api_version_is_refused_clearly(example):
     proc = run_example(example, "unused.kiln", "--api-version", 2)
     assert proc.returncode == 2
