@@ -228,6 +228,31 @@ static void runs(const kiln_program* program) {
   api->tensor_free(small);
 }
 
+/* Load options the program cannot meet: a memory limit below its plan, an unknown ISA level. */
+static void limits(const unsigned char* data, size_t size) {
+  kiln_load_options* options = NULL;
+  kiln_program* program = NULL;
+  kiln_method* method = NULL;
+  kiln_status* st;
+  expect("load_options_create", api->load_options_create(&options), KILN_OK, NULL);
+  expect("set_max_memory", api->load_options_set_max_memory(options, 1), KILN_OK, NULL);
+  st = api->program_load_from_copy(data, size, options, &program);
+  if (st == NULL) st = api->program_load_method(program, "forward", &method);
+  expect("a memory limit of 1 byte", st, KILN_ERROR_OUT_OF_MEMORY, "limit of 1 bytes");
+  api->method_free(method);
+  api->program_free(program);
+  program = NULL;
+  method = NULL;
+  expect("set_max_memory", api->load_options_set_max_memory(options, (uint64_t)1 << 32), KILN_OK, NULL);
+  expect("set_isa", api->load_options_set_isa(options, "nonsense"), KILN_OK, NULL);
+  st = api->program_load_from_copy(data, size, options, &program);
+  if (st == NULL) st = api->program_load_method(program, "forward", &method);
+  expect("an unknown ISA level", st, KILN_ERROR_INVALID_ARGUMENT, "nonsense");
+  api->method_free(method);
+  api->program_free(program);
+  api->load_options_free(options);
+}
+
 /* Truncated and corrupted copies: each must load and run, or be refused, never crash. */
 static void hostile_copies(const unsigned char* data, size_t size, int copies) {
   unsigned char* copy = (unsigned char*)malloc(size);
@@ -315,6 +340,7 @@ int main(int argc, char** argv) {
   }
   library_and_options();
   tensors();
+  limits(data, size);
   expect("load", api->program_load_from_copy(data, size, NULL, &program), KILN_OK, NULL);
   if (program != NULL) {
     runs(program);
