@@ -193,18 +193,18 @@ kiln_status* check_handle(const H* h, uint32_t magic, const char* function, cons
                                                                kind_name(magic), kind_name(h->magic)));
 }
 
-#define KILN_C_CHECK_HANDLE(h, magic, arg)                                 \
-  do {                                                                     \
-    if (kiln_status* bad_ = check_handle((h), (magic), __func__, (arg))) { \
-      return bad_;                                                         \
-    }                                                                      \
+#define KILN_C_CHECK_HANDLE(h, magic, arg)                                  \
+  do {                                                                      \
+    if (kiln_status* bad_ = check_handle((h), (magic), function_, (arg))) { \
+      return bad_;                                                          \
+    }                                                                       \
   } while (0)
 
-#define KILN_C_CHECK_ARG(cond, ...)                                                                              \
-  do {                                                                                                           \
-    if (!(cond)) {                                                                                               \
-      return make_status(KILN_ERROR_INVALID_ARGUMENT, std::string(__func__) + ": " + kiln::format(__VA_ARGS__)); \
-    }                                                                                                            \
+#define KILN_C_CHECK_ARG(cond, ...)                                                                               \
+  do {                                                                                                            \
+    if (!(cond)) {                                                                                                \
+      return make_status(KILN_ERROR_INVALID_ARGUMENT, std::string(function_) + ": " + kiln::format(__VA_ARGS__)); \
+    }                                                                                                             \
   } while (0)
 
 template <typename H>
@@ -265,7 +265,8 @@ void status_free(kiln_status* status) {
 // ---- library-wide ----
 
 kiln_status* build_info(kiln_build_info* info) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     static const std::string* library = new std::string(kiln::runtime_library_path());
     kiln_build_info filled{};
     filled.version = KILN_VERSION_STRING;
@@ -274,12 +275,13 @@ kiln_status* build_info(kiln_build_info* info) {
     filled.runtime_library = library->c_str();
     filled.detected_isa = kiln::isa_name(kiln::detected_isa());
     filled.compiler = __VERSION__;  // GCC and clang both define it
-    return copy_prefix(__func__, filled, info);
+    return copy_prefix(function_, filled, info);
   });
 }
 
 kiln_status* set_num_threads(int32_t n) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(n <= kiln::kMaxThreads, "%d threads, at most %d", n, kiln::kMaxThreads);
     kiln::set_num_threads(n);
     return nullptr;
@@ -287,16 +289,18 @@ kiln_status* set_num_threads(int32_t n) {
 }
 
 kiln_status* num_threads(int32_t* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
-    if (out == nullptr) return invalid(__func__, "out is NULL");
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
+    if (out == nullptr) return invalid(function_, "out is NULL");
     *out = kiln::num_threads();
     return nullptr;
   });
 }
 
 kiln_status* load_library(const char* path, size_t* num_kernels, size_t* num_backends) {
-  return guarded(__func__, [&]() -> kiln_status* {
-    if (path == nullptr) return invalid(__func__, "path is NULL");
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
+    if (path == nullptr) return invalid(function_, "path is NULL");
     auto info = kiln::load_library(path);
     if (!info.ok()) return from(info.status());
     if (num_kernels != nullptr) *num_kernels = info->kernels.size();
@@ -306,16 +310,18 @@ kiln_status* load_library(const char* path, size_t* num_kernels, size_t* num_bac
 }
 
 kiln_status* registered_kernel_count(size_t* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
-    if (out == nullptr) return invalid(__func__, "out is NULL");
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
+    if (out == nullptr) return invalid(function_, "out is NULL");
     *out = kiln::registered_kernels().size();
     return nullptr;
   });
 }
 
 kiln_status* registered_backend_count(size_t* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
-    if (out == nullptr) return invalid(__func__, "out is NULL");
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
+    if (out == nullptr) return invalid(function_, "out is NULL");
     *out = kiln::registered_backends().size();
     return nullptr;
   });
@@ -324,8 +330,9 @@ kiln_status* registered_backend_count(size_t* out) {
 // ---- load options ----
 
 kiln_status* load_options_create(kiln_load_options** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
-    if (out == nullptr) return invalid(__func__, "out is NULL");
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
+    if (out == nullptr) return invalid(function_, "out is NULL");
     *out = new kiln_load_options();
     return nullptr;
   });
@@ -334,7 +341,8 @@ kiln_status* load_options_create(kiln_load_options** out) {
 void load_options_free(kiln_load_options* options) { free_handle(options, kOptionsMagic); }
 
 kiln_status* load_options_set_kernels(kiln_load_options* options, const char* tier) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(options, kOptionsMagic, "options");
     options->options.kernels = tier == nullptr ? "" : tier;
     return nullptr;
@@ -342,7 +350,8 @@ kiln_status* load_options_set_kernels(kiln_load_options* options, const char* ti
 }
 
 kiln_status* load_options_set_isa(kiln_load_options* options, const char* isa) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(options, kOptionsMagic, "options");
     options->options.isa = isa == nullptr ? "" : isa;
     return nullptr;
@@ -350,7 +359,8 @@ kiln_status* load_options_set_isa(kiln_load_options* options, const char* isa) {
 }
 
 kiln_status* load_options_set_max_memory(kiln_load_options* options, uint64_t bytes) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(options, kOptionsMagic, "options");
     options->options.max_memory_bytes = bytes;
     return nullptr;
@@ -358,7 +368,8 @@ kiln_status* load_options_set_max_memory(kiln_load_options* options, uint64_t by
 }
 
 kiln_status* load_options_set_map_file(kiln_load_options* options, int32_t map_file) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(options, kOptionsMagic, "options");
     options->options.map_file = map_file != 0;
     return nullptr;
@@ -382,36 +393,39 @@ kiln_status* finish_load(kiln::Result<kiln::Program> program, kiln_program** out
 }
 
 kiln_status* program_load(const char* path, const kiln_load_options* options, kiln_program** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(path != nullptr, "path is NULL");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
     kiln::LoadOptions o;
-    if (kiln_status* bad = options_of(__func__, options, &o)) return bad;
+    if (kiln_status* bad = options_of(function_, options, &o)) return bad;
     return finish_load(kiln::Program::load(path, o), out);
   });
 }
 
 kiln_status* program_load_from_buffer(const void* data, size_t size, const kiln_load_options* options,
                                       kiln_program** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(data != nullptr || size == 0, "data is NULL");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
     kiln::LoadOptions o;
-    if (kiln_status* bad = options_of(__func__, options, &o)) return bad;
+    if (kiln_status* bad = options_of(function_, options, &o)) return bad;
     return finish_load(kiln::Program::load_from_buffer(data, size, o), out);
   });
 }
 
 kiln_status* program_load_from_copy(const void* data, size_t size, const kiln_load_options* options,
                                     kiln_program** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(data != nullptr || size == 0, "data is NULL");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
     kiln::LoadOptions o;
-    if (kiln_status* bad = options_of(__func__, options, &o)) return bad;
+    if (kiln_status* bad = options_of(function_, options, &o)) return bad;
     return finish_load(kiln::Program::load_from_copy(data, size, o), out);
   });
 }
@@ -419,7 +433,8 @@ kiln_status* program_load_from_copy(const void* data, size_t size, const kiln_lo
 void program_free(kiln_program* program) { free_handle(program, kProgramMagic); }
 
 kiln_status* program_method_count(const kiln_program* program, size_t* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(program, kProgramMagic, "program");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = program->names.size();
@@ -428,7 +443,8 @@ kiln_status* program_method_count(const kiln_program* program, size_t* out) {
 }
 
 kiln_status* program_method_name(const kiln_program* program, size_t index, const char** name) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(program, kProgramMagic, "program");
     KILN_C_CHECK_ARG(name != nullptr, "name is NULL");
     KILN_C_CHECK_ARG(index < program->names.size(), "method %zu of %zu", index, program->names.size());
@@ -438,7 +454,8 @@ kiln_status* program_method_name(const kiln_program* program, size_t index, cons
 }
 
 kiln_status* program_load_method(const kiln_program* program, const char* name, kiln_method** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(program, kProgramMagic, "program");
     KILN_C_CHECK_ARG(name != nullptr, "name is NULL");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
@@ -455,7 +472,8 @@ kiln_status* program_load_method(const kiln_program* program, const char* name, 
 void method_free(kiln_method* method) { free_handle(method, kMethodMagic); }
 
 kiln_status* method_name(const kiln_method* method, const char** name) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
     KILN_C_CHECK_ARG(name != nullptr, "name is NULL");
     *name = method->name.c_str();
@@ -474,7 +492,8 @@ const std::vector<kiln::TensorSpec>* spec_list(const kiln_method* method, kiln_s
 }
 
 kiln_status* method_tensor_count(const kiln_method* method, kiln_spec_kind kind, size_t* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     const auto* list = spec_list(method, kind);
@@ -485,7 +504,8 @@ kiln_status* method_tensor_count(const kiln_method* method, kiln_spec_kind kind,
 }
 
 kiln_status* method_tensor_spec(const kiln_method* method, kiln_spec_kind kind, size_t index, kiln_tensor_spec* spec) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
     const auto* list = spec_list(method, kind);
     KILN_C_CHECK_ARG(list != nullptr, "kind %d is not a KILN_SPEC_ value", kind);
@@ -500,7 +520,7 @@ kiln_status* method_tensor_spec(const kiln_method* method, kiln_spec_kind kind, 
     for (int d : t.dynamic_dims) {
       if (d >= 0 && d < 32) filled.dynamic_mask |= uint32_t{1} << d;
     }
-    return copy_prefix(__func__, filled, spec);
+    return copy_prefix(function_, filled, spec);
   });
 }
 
@@ -557,7 +577,8 @@ kiln_status* check_tensor_arg(const kiln_tensor* t, const char* role, size_t ind
 
 kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, size_t num_inputs, kiln_tensor** outputs,
                         size_t num_outputs) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
     kiln::Method& m = method->method();
     if (num_inputs != m.num_inputs()) {
@@ -595,7 +616,8 @@ kiln_status* method_run(kiln_method* method, const kiln_tensor* const* inputs, s
 }
 
 kiln_status* method_reset_state(kiln_method* method) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(method, kMethodMagic, "method");
     method->method().reset_state();
     return nullptr;
@@ -606,11 +628,12 @@ kiln_status* method_reset_state(kiln_method* method) {
 
 kiln_status* tensor_create_view(void* data, size_t capacity, kiln_dtype dtype, const int64_t* sizes, size_t ndim,
                                 kiln_tensor** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
     size_t nbytes = 0;
-    if (kiln_status* bad = checked_nbytes(__func__, dtype, sizes, ndim, &nbytes)) return bad;
+    if (kiln_status* bad = checked_nbytes(function_, dtype, sizes, ndim, &nbytes)) return bad;
     KILN_C_CHECK_ARG(nbytes <= capacity, "the sizes need %zu bytes, the buffer has %zu", nbytes, capacity);
     KILN_C_CHECK_ARG(data != nullptr || capacity == 0, "data is NULL");
     auto* t = new kiln_tensor();
@@ -621,11 +644,12 @@ kiln_status* tensor_create_view(void* data, size_t capacity, kiln_dtype dtype, c
 }
 
 kiln_status* tensor_create(kiln_dtype dtype, const int64_t* sizes, size_t ndim, kiln_tensor** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = nullptr;
     size_t nbytes = 0;
-    if (kiln_status* bad = checked_nbytes(__func__, dtype, sizes, ndim, &nbytes)) return bad;
+    if (kiln_status* bad = checked_nbytes(function_, dtype, sizes, ndim, &nbytes)) return bad;
     size_t capacity = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
     void* data = std::aligned_alloc(64, capacity);
     if (data == nullptr) {
@@ -643,7 +667,8 @@ kiln_status* tensor_create(kiln_dtype dtype, const int64_t* sizes, size_t ndim, 
 void tensor_free(kiln_tensor* tensor) { free_handle(tensor, kTensorMagic); }
 
 kiln_status* tensor_dtype(const kiln_tensor* tensor, kiln_dtype* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(tensor, kTensorMagic, "tensor");
     KILN_C_CHECK_ARG(out != nullptr, "out is NULL");
     *out = static_cast<kiln_dtype>(tensor->tensor.dtype());
@@ -652,7 +677,8 @@ kiln_status* tensor_dtype(const kiln_tensor* tensor, kiln_dtype* out) {
 }
 
 kiln_status* tensor_sizes(const kiln_tensor* tensor, int64_t* sizes, size_t max_dims, size_t* ndim) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(tensor, kTensorMagic, "tensor");
     KILN_C_CHECK_ARG(ndim != nullptr, "ndim is NULL");
     KILN_C_CHECK_ARG(sizes != nullptr || max_dims == 0, "sizes is NULL");
@@ -664,7 +690,8 @@ kiln_status* tensor_sizes(const kiln_tensor* tensor, int64_t* sizes, size_t max_
 }
 
 kiln_status* tensor_data(const kiln_tensor* tensor, void** data, size_t* nbytes) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_C_CHECK_HANDLE(tensor, kTensorMagic, "tensor");
     KILN_C_CHECK_ARG(data != nullptr, "data is NULL");
     *data = tensor->tensor.data();

@@ -73,7 +73,8 @@ static void library_and_options(void) {
   expect("load_library(NULL)", api->load_library(NULL, NULL, NULL), KILN_ERROR_INVALID_ARGUMENT, NULL);
   expect("load_library(missing)", api->load_library("/nonexistent/libnothing.so", NULL, NULL), KILN_ERROR_NOT_FOUND,
          NULL);
-  expect("program_load(NULL)", api->program_load(NULL, NULL, &program), KILN_ERROR_INVALID_ARGUMENT, "path");
+  expect("program_load(NULL)", api->program_load(NULL, NULL, &program), KILN_ERROR_INVALID_ARGUMENT,
+         "program_load: path is NULL");
   expect("program_load(missing)", api->program_load("/nonexistent/model.kiln", NULL, &program), KILN_ERROR_NOT_FOUND,
          NULL);
   expect("program_load(no out)", api->program_load("x.kiln", NULL, NULL), KILN_ERROR_INVALID_ARGUMENT, "out");
@@ -82,7 +83,7 @@ static void library_and_options(void) {
   expect("program_load_from_copy(empty)", api->program_load_from_copy("", 0, NULL, &program),
          KILN_ERROR_INVALID_PROGRAM, NULL);
   expect("load_options_set_kernels(NULL)", api->load_options_set_kernels(NULL, "portable"), KILN_ERROR_INVALID_ARGUMENT,
-         "options is NULL");
+         "load_options_set_kernels: options is NULL");
   expect("load_options_create", api->load_options_create(&options), KILN_OK, NULL);
   expect("options as a program", api->program_method_count((const kiln_program*)(const void*)options, NULL),
          KILN_ERROR_INVALID_ARGUMENT, "not a kiln_program");
@@ -150,7 +151,8 @@ static void runs(const kiln_program* program) {
   expect("load_method(NULL name)", api->program_load_method(program, NULL, &method), KILN_ERROR_INVALID_ARGUMENT, NULL);
   expect("load_method", api->program_load_method(program, "forward", &method), KILN_OK, NULL);
   if (method == NULL) return;
-  expect("tensor_count: bad kind", api->method_tensor_count(method, 7, &n), KILN_ERROR_INVALID_ARGUMENT, "kind 7");
+  expect("tensor_count: bad kind", api->method_tensor_count(method, 7, &n), KILN_ERROR_INVALID_ARGUMENT,
+         "method_tensor_count: kind 7");
   expect("output count", api->method_tensor_count(method, KILN_SPEC_OUTPUT, &num_outputs), KILN_OK, NULL);
   if (num_outputs < 1 || num_outputs > 8) {
     wrong("the program should have 1 to 8 outputs");
@@ -189,7 +191,7 @@ static void runs(const kiln_program* program) {
          "inputs");
   inputs[0] = NULL;
   expect("run: NULL input", api->method_run(method, inputs, 1, outputs, num_outputs), KILN_ERROR_INVALID_ARGUMENT,
-         "input 0");
+         "method_run: input 0 is NULL");
   inputs[0] = (const kiln_tensor*)(const void*)method;
   expect("run: method as input", api->method_run(method, inputs, 1, outputs, num_outputs), KILN_ERROR_INVALID_ARGUMENT,
          "not a kiln_tensor");

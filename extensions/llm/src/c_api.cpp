@@ -48,11 +48,11 @@ kiln_status* check_runner(const kiln_llm_runner* runner, const char* function) {
                                                                       : ": runner is not a kiln_llm_runner"));
 }
 
-#define KILN_LLM_C_CHECK(runner)                                \
-  do {                                                          \
-    if (kiln_status* bad_ = check_runner((runner), __func__)) { \
-      return bad_;                                              \
-    }                                                           \
+#define KILN_LLM_C_CHECK(runner)                                 \
+  do {                                                           \
+    if (kiln_status* bad_ = check_runner((runner), function_)) { \
+      return bad_;                                               \
+    }                                                            \
   } while (0)
 
 char* copy_string(const std::string& s) {
@@ -64,7 +64,8 @@ char* copy_string(const std::string& s) {
 }
 
 kiln_status* generate_options_init(kiln_llm_generate_options* options) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     kiln::llm::GenerateOptions defaults;
     kiln_llm_generate_options filled{};
     filled.max_new_tokens = defaults.max_new_tokens;
@@ -75,7 +76,7 @@ kiln_status* generate_options_init(kiln_llm_generate_options* options) {
     filled.repetition_penalty = defaults.sampling.repetition_penalty;
     filled.seed = defaults.sampling.seed;
     filled.ignore_eos = defaults.ignore_eos ? 1 : 0;
-    return copy_prefix(__func__, filled, options);
+    return copy_prefix(function_, filled, options);
   });
 }
 
@@ -103,7 +104,8 @@ kiln_status* to_options(const kiln_llm_generate_options* in, kiln::llm::Generate
 
 kiln_status* runner_load(const char* path, const kiln_load_options* options, int32_t num_threads,
                          kiln_llm_runner** out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     if (path == nullptr || out == nullptr) {
       return status(kiln::Error::InvalidArgument, "runner_load: path or out is NULL");
     }
@@ -128,7 +130,8 @@ void runner_free(kiln_llm_runner* runner) {
 
 kiln_status* generate(kiln_llm_runner* runner, const char* prompt, const kiln_llm_generate_options* options,
                       kiln_llm_text_callback on_text, void* user_data, char** text) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     if (prompt == nullptr) return status(kiln::Error::InvalidArgument, "generate: prompt is NULL");
     if (text != nullptr) *text = nullptr;
@@ -148,7 +151,8 @@ kiln_status* generate(kiln_llm_runner* runner, const char* prompt, const kiln_ll
 }
 
 kiln_status* cancel(kiln_llm_runner* runner) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     runner->runner().cancel();
     return nullptr;
@@ -156,7 +160,8 @@ kiln_status* cancel(kiln_llm_runner* runner) {
 }
 
 kiln_status* reset(kiln_llm_runner* runner) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     runner->runner().reset();
     return nullptr;
@@ -165,7 +170,8 @@ kiln_status* reset(kiln_llm_runner* runner) {
 
 kiln_status* encode(const kiln_llm_runner* runner, const char* text, size_t size, int32_t parse_special, int32_t* ids,
                     size_t capacity, size_t* count) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     if ((text == nullptr && size > 0) || count == nullptr || (ids == nullptr && capacity > 0)) {
       return status(kiln::Error::InvalidArgument, "encode: text, ids or count is NULL");
@@ -180,7 +186,8 @@ kiln_status* encode(const kiln_llm_runner* runner, const char* text, size_t size
 
 kiln_status* decode(const kiln_llm_runner* runner, const int32_t* ids, size_t count, int32_t skip_special,
                     char** text) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     if ((ids == nullptr && count > 0) || text == nullptr) {
       return status(kiln::Error::InvalidArgument, "decode: ids or text is NULL");
@@ -194,7 +201,8 @@ kiln_status* decode(const kiln_llm_runner* runner, const int32_t* ids, size_t co
 }
 
 kiln_status* stats(const kiln_llm_runner* runner, kiln_llm_stats* out) {
-  return guarded(__func__, [&]() -> kiln_status* {
+  const char* function_ = __func__;  // inside the lambda, __func__ is "operator()"
+  return guarded(function_, [&]() -> kiln_status* {
     KILN_LLM_C_CHECK(runner);
     auto* r = const_cast<kiln_llm_runner*>(runner);  // finish_reason is the handle's own storage
     const kiln::llm::GenerationStats& s = r->runner().stats();
@@ -210,7 +218,7 @@ kiln_status* stats(const kiln_llm_runner* runner, kiln_llm_stats* out) {
     filled.prefill_tokens_per_s = s.prefill_tokens_per_s;
     filled.decode_tokens_per_s = s.decode_tokens_per_s;
     filled.finish_reason = r->finish_reason.c_str();
-    return copy_prefix(__func__, filled, out);
+    return copy_prefix(function_, filled, out);
   });
 }
 
@@ -242,7 +250,7 @@ extern "C" KILN_C_EXPORT const kiln_llm_api* kiln_llm_get_api(uint32_t version, 
     return &table;
   }
   if (out != nullptr) {
-    *out = guarded(__func__, [&] {
+    *out = guarded("kiln_llm_get_api", [&] {
       return status(kiln::Error::AbiMismatch,
                     kiln::format("this libkiln_llm.so.0 (kiln %s) serves kiln LLM C API versions 1 to %d, and version "
                                  "%u was asked for: install a kiln whose LLM C API version is at least %u",
