@@ -33,7 +33,7 @@ static_assert(KILN_MAX_DIMS == kiln::kMaxDims);
 
 namespace {
 
-// Every handle starts with a magic of its kind, so that a null, freed or wrong-kind handle is a
+// Every handle carries a magic number of its kind, so that a null, freed or wrong-kind handle is a
 // status instead of a wild access.
 constexpr uint32_t kStatusMagic = 0x4b53544eu;   // "KSTN"
 constexpr uint32_t kOptionsMagic = 0x4b4f5054u;  // "KOPT"
