@@ -356,6 +356,27 @@ def test_llm_c_api_streams_pythons_text(llm_example, llm_programs):
     assert "finish cancelled" in stats and want.startswith(text) and len(text) < len(want)
 
 
+def test_rust_llm_runner_streams_pythons_text(llm_programs, tmp_path):
+    """bindings/rust with its `llm` feature (kiln::llm::Runner over kiln/llm/c_api.h): Python's greedy
+    text, streamed through a closure; encode/decode; a closure that returns false cancels."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed: the Rust binding is not built here")
+    from kiln.llm import Runner
+
+    tiny = llm_programs("tiny")
+    (tmp_path / "want.txt").write_text(Runner(tiny).generate("The sea is", max_new_tokens=12, temperature=0))
+    scripts = Path(sysconfig.get_path("scripts"))
+    env = clean_env(PATH=f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+                    CARGO_TARGET_DIR=str(REPO / "build" / "cargo"), KILN_TEST_LLM_PROGRAM=str(tiny),
+                    KILN_TEST_LLM_PROMPT="The sea is", KILN_TEST_LLM_EXPECTED=str(tmp_path / "want.txt"))
+    proc = subprocess.run([cargo, "test", "--offline", "--features", "llm", "--test", "llm",
+                           "--manifest-path", str(RUST / "Cargo.toml")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "test streams_pythons_greedy_text ... ok" in proc.stdout
+
+
 def test_llm_c_api_refuses_a_future_version_and_a_program_without_an_llm(llm_example, exported):
     proc = run_example(llm_example, "unused.kiln", "--prompt", "x", "--api-version", 2)
     assert proc.returncode == 2

@@ -51,6 +51,9 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", dir.display());
     // The wheel ships the versioned file only (no libkiln.so link): name it verbatim.
     println!("cargo:rustc-link-lib=dylib:+verbatim=libkiln.so.0");
+    if env::var_os("CARGO_FEATURE_LLM").is_some() {
+        println!("cargo:rustc-link-lib=dylib:+verbatim=libkiln_llm.so.0");
+    }
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     println!("cargo:lib_dir={}", dir.display());
 }

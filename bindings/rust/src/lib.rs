@@ -14,6 +14,8 @@
 //! a `Method` moves between threads (`Send`) and its calls take `&mut self`.
 
 pub mod ffi;
+#[cfg(feature = "llm")]
+pub mod llm;
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -121,7 +123,7 @@ fn api() -> Result<&'static ffi::kiln_api> {
 }
 
 /// Turns a status into a Result, freeing it.
-fn check(status: *mut ffi::kiln_status) -> Result<()> {
+pub(crate) fn check(status: *mut ffi::kiln_status) -> Result<()> {
     if status.is_null() {
         return Ok(());
     }
@@ -136,7 +138,7 @@ fn check(status: *mut ffi::kiln_status) -> Result<()> {
     }
 }
 
-fn c_string(s: &str) -> Result<CString> {
+pub(crate) fn c_string(s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error {
         code: 1,
         kind: "invalid_argument".into(),
@@ -144,7 +146,7 @@ fn c_string(s: &str) -> Result<CString> {
     })
 }
 
-fn owned_str(p: *const c_char) -> String {
+pub(crate) fn owned_str(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
