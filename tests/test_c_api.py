@@ -52,9 +52,9 @@ def read_tensors(path: Path) -> list:
     return out
 
 
-def api_members(header: Path) -> list:
-    """The function pointers of struct kiln_api in declaration order (after version and struct_size)."""
-    body = re.search(r"typedef struct kiln_api \{(.*?)\} kiln_api;", header.read_text(), re.S).group(1)
+def api_members(header: Path, struct: str = "kiln_api") -> list:
+    """The function pointers of a table struct in declaration order (after version and struct_size)."""
+    body = re.search(rf"typedef struct {struct} \{{(.*?)\}} {struct};", header.read_text(), re.S).group(1)
     return re.findall(r"\(\*(\w+)\)\(", body)
 
 
@@ -272,12 +272,14 @@ def test_pkg_config_builds_the_c_example(exported, tmp_path):
 RUST = REPO / "bindings" / "rust"
 
 
-def test_rust_declarations_follow_the_header():
-    """bindings/rust/src/ffi.rs declares the table by hand (no bindgen): the same members in the same order."""
-    body = re.search(r"pub struct kiln_api \{(.*?)\n\}", (RUST / "src" / "ffi.rs").read_text(), re.S).group(1)
+@pytest.mark.parametrize("rust_file, struct, header", [("ffi.rs", "kiln_api", "c_api.h"),
+                                                       ("llm.rs", "kiln_llm_api", "llm/c_api.h")])
+def test_rust_declarations_follow_the_header(rust_file, struct, header):
+    """bindings/rust declares the tables by hand (no bindgen): the same members in the same order."""
+    body = re.search(rf"pub struct {struct} \{{(.*?)\n\}}", (RUST / "src" / rust_file).read_text(), re.S).group(1)
     fields = re.findall(r"pub (\w+):", body)
     assert fields[:2] == ["version", "struct_size"]
-    assert fields[2:] == api_members(HEADER)
+    assert fields[2:] == api_members(Path(kiln.include_dir()) / "kiln" / header, struct)
 
 
 @pytest.mark.parametrize("kernels", ["", "portable"], ids=["default", "portable"])
