@@ -12,6 +12,8 @@
    C99 that is also valid C++: tests/test_c_api.py compiles it as C against the installed wheel,
    and the sanitized builds of tests/test_sanitizers.py (which configure only a C++ compiler)
    compile it as C++, linked with the runtime's objects, under ASan and UBSan. */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign in C99 */
+
 #include <kiln/c_api.h>
 
 #include <stdio.h>
@@ -255,6 +257,32 @@ static void limits(const unsigned char* data, size_t size) {
   api->load_options_free(options);
 }
 
+/* Caller bytes borrowed in place (64-byte aligned) or copied (not aligned): both load and serve a
+   method, and the borrowed ones are only freed after the program. */
+static void caller_bytes(const unsigned char* data, size_t size) {
+  void* aligned = NULL;
+  unsigned char* shifted = (unsigned char*)malloc(size + 1);
+  int pass;
+  if (posix_memalign(&aligned, 64, size) != 0 || shifted == NULL) {
+    wrong("no memory for the copies of the program");
+    free(shifted);
+    return;
+  }
+  memcpy(aligned, data, size);
+  memcpy(shifted + 1, data, size);
+  for (pass = 0; pass < 2; ++pass) {
+    kiln_program* program = NULL;
+    kiln_method* method = NULL;
+    kiln_status* st = api->program_load_from_buffer(pass ? (const void*)(shifted + 1) : aligned, size, NULL, &program);
+    if (st == NULL) st = api->program_load_method(program, "forward", &method);
+    expect(pass ? "load_from_buffer (misaligned: copied)" : "load_from_buffer (aligned: borrowed)", st, KILN_OK, NULL);
+    api->method_free(method);
+    api->program_free(program);
+  }
+  free(aligned);
+  free(shifted);
+}
+
 /* Truncated and corrupted copies: each must load and run, or be refused, never crash. */
 static void hostile_copies(const unsigned char* data, size_t size, int copies) {
   unsigned char* copy = (unsigned char*)malloc(size);
@@ -343,6 +371,7 @@ int main(int argc, char** argv) {
   library_and_options();
   tensors();
   limits(data, size);
+  caller_bytes(data, size);
   expect("load", api->program_load_from_copy(data, size, NULL, &program), KILN_OK, NULL);
   if (program != NULL) {
     runs(program);
