@@ -250,6 +250,23 @@ def test_hello_matrix(series, generator, matrix_cmake, cnn, tmp_path):
     check_hello_output(run_hello(hello, cnn), cnn, runtime=kiln.library_path())
 
 
+@pytest.mark.parametrize("series, generator", [("3.24", "Ninja"), ("3.24", "Unix Makefiles"), ("4.4", "Ninja")],
+                         ids=["cmake3.24-ninja", "cmake3.24-make", "cmake4.4-ninja"])
+def test_c_consumer(series, generator, matrix_cmake, cnn, tmp_path):
+    """examples/c, a project of LANGUAGES C only linking kiln::c (docs/c_api.md), at the floor and the
+    newest CMake: configured without a C++ compiler, the same RUNPATH as a C++ consumer, and it runs."""
+    cmake, _ = matrix_cmake(series)
+    out = build(REPO / "examples" / "c", tmp_path / "build", cmake=cmake, generator=generator,
+                defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir()})
+    assert "CMAKE_CXX_COMPILER:" not in (out / "CMakeCache.txt").read_text()
+    exe = out / "kiln_c_example"
+    check_consumer_runpath(exe, kiln.lib_dir())
+    path, *_ = cnn
+    proc = subprocess.run([str(exe), str(path)], capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "method forward\n  input  x: f32[2, 3, 32, 32]\n" in proc.stdout
+
+
 # --- 2. a built consumer moved next to a copy of libkiln.so.0 ----------------------------------------
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from conftest import REPO, SANITIZED_LEVELS, build_cmake_project, clean_env, ful
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent
 HEADER = struct.Struct("<8sIIQQQQQ8x")
-PROGRAMS = ("sanitizer_canary", "run_programs")
+PROGRAMS = ("sanitizer_canary", "run_programs", "c_api_bad_input")
 
 
 def gcc_sanitized() -> Path:
@@ -100,7 +100,7 @@ def thread_sanitized() -> Path:
         "KILN_SANITIZE": "thread", "CMAKE_BUILD_TYPE": "None", "CMAKE_CXX_FLAGS": "-O1 -gline-tables-only",
         "KILN_ISA_LEVELS_BUILT": SANITIZED_LEVELS,
         "CMAKE_CXX_COMPILER": clang}, targets=("sanitizer_canary", "concurrent_methods", "shared_method",
-                                                "shared_runner", "shared_batch"))
+                                                "shared_runner", "shared_batch", "c_api_threads"))
     return REPO / "build" / "tsan" / "tests" / "cpp"
 
 
@@ -143,6 +143,17 @@ def test_one_method_shared_by_threads_under_tsan(thread_sanitized, exported, nam
                           capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
     assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
     assert "0 mismatches, 0 errors" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_one_c_api_method_shared_by_threads_under_tsan(thread_sanitized, exported, name):
+    """tests/cpp/threads/c_api_threads.c: four threads share one kiln_method through the C API,
+    each with its own inputs, outputs and error statuses, while the program loads methods for
+    them: every thread reads its own results and messages, and ThreadSanitizer reports nothing."""
+    proc = subprocess.run([str(thread_sanitized / "c_api_threads"), str(exported(name)[0]), "20"],
+                          capture_output=True, text=True, timeout=900, env=clean_env(**TSAN_ENV))
+    assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stdout + proc.stderr[-6000:]
+    assert "80 calls, 0 mismatches, 0 errors" in proc.stdout
 
 
 def test_one_llm_runner_shared_by_threads_under_tsan(request, thread_sanitized, llm_programs, exported):
@@ -215,6 +226,19 @@ def run_programs(binary: Path, paths: list) -> dict:
 def test_valid_programs_run_clean(sanitized, exported):
     paths = [exported(name)[0] for name in ("mlp", "cnn", "encoder", "tied", "two_methods", "dynamic_state")]
     assert run_programs(sanitized / "run_programs", paths) == {"ran": len(paths)}
+
+
+@pytest.mark.parametrize("name", ["mlp", "dynamic_state"])
+def test_bad_input_through_the_c_api_under_sanitizers(request, sanitized, exported, name):
+    """tests/cpp/c_api_bad_input.c: null, wrong-kind and freed handles, wrong counts, sizes and dtypes,
+    short output buffers and truncated and corrupted copies through the C API give their statuses,
+    and ASan and UBSan report nothing."""
+    copies = 1000 if full_tier(request.config) else 200
+    proc = subprocess.run([str(sanitized / "c_api_bad_input"), str(exported(name)[0]), str(copies)],
+                          capture_output=True, text=True, env=sanitizer_env(), timeout=900)
+    assert proc.returncode == 0 and "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, \
+        proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert f"{copies} corrupted copies: " in proc.stdout and ", 0 unexpected" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("name", ["cnn", "encoder", "dynamic_state"])

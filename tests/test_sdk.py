@@ -74,14 +74,19 @@ def test_runtime_soname_and_exports():
                              capture_output=True, text=True, check=True).stdout.splitlines()
     names = [line.split(" ", 2)[2].split("@")[0] for line in symbols if line.strip()]
     assert len(names) > 20
-    # The public API (KILN_0) and the kernel helpers of the project's extensions (KILN_INTERNAL_0,
-    # kiln::kernels::, docs/architecture.md "One GEMM").
-    allowed = re.compile(r"^(kiln::|KILN_0$|KILN_INTERNAL_0$)")
+    # The public API (KILN_0), the kernel helpers of the project's extensions (KILN_INTERNAL_0,
+    # kiln::kernels::, docs/architecture.md "One GEMM") and the C API's one entry point (KILN_C_1,
+    # docs/c_api.md).
+    allowed = re.compile(r"^(kiln::|KILN_0$|KILN_INTERNAL_0$|KILN_C_1$|kiln_get_api_base$)")
     leaked = [n for n in names if not allowed.match(n)]
     assert leaked == [], leaked
+    c_symbols = [line.split(" ", 2)[2] for line in symbols if "KILN_C_1" in line]
+    assert sorted(c_symbols) == ["KILN_C_1", "kiln_get_api_base@@KILN_C_1"], c_symbols
     assert any(n.startswith("kiln::register_kernel(") for n in names)
     internal = [line for line in symbols if "@@KILN_INTERNAL_0" in line]
-    assert internal and all(line.split(" ", 2)[2].startswith("kiln::kernels::") for line in internal), internal
+    # KILN_INTERNAL_0 also holds the C API's status constructor for the extensions' own C tables.
+    assert internal and all(line.split(" ", 2)[2].startswith(("kiln::kernels::", "kiln::c_internal::"))
+                            for line in internal), internal
 
 
 def test_extension_links_the_shared_runtime():

@@ -1,7 +1,7 @@
 // hello: load a .kiln program, print its methods, run one on given inputs, print the outputs.
 //
 //   hello model.kiln [--method NAME] [--input FILE]... [--sizes D0,D1,...]... [--fill VALUE]
-//                    [--calls N] [--all] [--profile TRACE.json]
+//                    [--calls N] [--all] [--profile TRACE.json] [--output FILE]
 //
 // Each --input is a raw little-endian file holding one input's bytes (in input
 // order); without one, inputs are filled with --fill (default 1.0 / 1). Each
@@ -9,7 +9,8 @@
 // may be smaller than the declared bounds, which are the default). --calls runs
 // the method N times on the same inputs: state (e.g. a KV cache) carries over.
 // --profile records every call (kiln::Profile), prints the costliest operators
-// and writes a Chrome trace.
+// and writes a Chrome trace. --output writes the raw bytes of the last call's
+// outputs, one after the other.
 #include <kiln/kiln.h>
 
 #include <cstdio>
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   double fill_value = 1.0;
   int calls = 1;
   bool print_all = false;
-  std::string trace_path;
+  std::string trace_path, output_path;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--method" && i + 1 < argc)
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
       print_all = true;
     else if (arg == "--profile" && i + 1 < argc)
       trace_path = argv[++i];
+    else if (arg == "--output" && i + 1 < argc)
+      output_path = argv[++i];
     else {
       std::fprintf(stderr, "unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -155,6 +158,11 @@ int main(int argc, char** argv) {
       std::printf("  values");
       for (int64_t k = 0; k < shown; ++k) std::printf(" %.9g", element(t, k));
       std::printf("%s\n", shown < t.numel() ? " ..." : "");
+    }
+    if (!output_path.empty() && call + 1 == calls) {
+      std::ofstream out(output_path, std::ios::binary);
+      for (const kiln::Tensor& t : *outputs) out.write(static_cast<const char*>(t.data()), t.nbytes());
+      if (!out) return fail(kiln::Status(kiln::Error::IoError, "cannot write " + output_path));
     }
   }
   if (!trace_path.empty()) {
