@@ -93,8 +93,8 @@ def test_bad_gguf_blocks_are_clear_errors():
     blocks = _blocks(np.random.default_rng(0), Q.Q4_1, (4, 64))
     with pytest.raises(ValueError, match=r"needs 160 bytes of blocks .* got 150: truncated or malformed"):
         from_gguf_blocks(blocks.reshape(-1)[:150], Q.Q4_1, (4, 64))
-    with pytest.raises(ValueError, match="Q5_0 is not supported"):
-        from_gguf_blocks(blocks, Q.Q5_0, (4, 64))
+    with pytest.raises(ValueError, match="Q2_K is not supported"):
+        from_gguf_blocks(blocks, Q.Q2_K, (4, 256))
     with pytest.raises(ValueError, match="rows a multiple of 32"):
         from_gguf_blocks(blocks, Q.Q4_1, (8, 40))
 
