@@ -8,10 +8,11 @@
 // into worker scratch, so every weight is decoded once per call and multiplied as float32.
 // compute="int8" is served by the reference kernel.
 //
-// The block formats (q5_0, q5_1, q4_k, q5_k, q6_k) are not repacked: every call, at any number of rows,
-// goes through the f32 GEMM whose packing hook decodes each B block straight from the file's blocks
-// (QKernels::unpack_rows), so every weight is decoded once per call for all the rows of x and every
-// row gets the bits it gets alone (the GEMM sums each row in the same order whatever M is).
+// The block formats (q5_0, q5_1, q4_k, q5_k, q6_k) are not repacked: they are decoded from the file's
+// blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
+// gemv_blocks (per row of W, each block decoded into an L1 tile and dotted with every row of x; each
+// row of x gets the bits it gets alone), more through the f32 GEMM whose packing hook decodes each B
+// block (QKernels::unpack_rows).
 //
 // embedding: rows decoded straight from the file layout.
 #include <algorithm>
@@ -126,7 +127,7 @@ struct LinearState {
   const F32GemmKernels* gemm = nullptr;
   QPanels panels;
   size_t gemm_scratch = 0;  // per worker
-  bool blocks = false;      // a block format: the GEMM over the file's blocks at every M
+  bool blocks = false;      // a block format: decoded from the file at every call
 };
 
 Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -151,8 +152,10 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   s->gemm = &gk;
   if (blocks) {
     s->blocks = true;
-    s->gemm_scratch = optimized::gemm_worker_scratch_bytes(gk, a.w.n, /*b_prepacked=*/false);
-    ctx.worker_scratch_bytes = s->gemm_scratch;
+    if (a.m > qk.max_rows) {
+      s->gemm_scratch = optimized::gemm_worker_scratch_bytes(gk, a.w.n, /*b_prepacked=*/false);
+      ctx.worker_scratch_bytes = s->gemm_scratch;
+    }
     *state = s.release();
     return Status::ok();
   }
@@ -208,6 +211,17 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   float* y = out[0]->data_as<float>();
   if (a.m == 0) return Status::ok();
+
+  if (s.blocks && a.m <= s.q->max_rows) {
+    // Decode steps of a block format: rows of W split over the pool (W's bytes read once per call).
+    const int rows = static_cast<int>(a.m);
+    const bool threads = a.w.n * a.w.k * rows >= kMinParallelWeights && num_threads() > 1;
+    const int64_t grain = threads ? (a.w.n + num_threads() - 1) / num_threads() : a.w.n;
+    const optimized::QRows file = file_rows(a.w);
+    parallel_for(a.w.n, std::max<int64_t>(grain, 1),
+                 [&](int64_t j0, int64_t j1) { s.q->gemv_blocks(file, j0, j1, x, a.w.k, rows, bias, y, a.w.n); });
+    return Status::ok();
+  }
 
   if (!s.blocks && a.m <= s.q->max_rows) {
     const int rows = static_cast<int>(a.m);

@@ -169,9 +169,9 @@ KILN_TEST(row_exact_quantized_linear) {
   }
 }
 
-// The block formats run the f32 GEMM over blocks decoded from the file at every M: row-exact at any
-// row count. K = 512: two K-quant blocks, 16 of 32; N = 130: five panels of 32 (a short last one), and
-// small enough for the reference, which decodes every weight for every row, to stay quick.
+// The block formats: decode steps (gemv_blocks) up to 16 rows, the f32 GEMM over decoded blocks above. K = 512: two
+// K-quant blocks, 16 of 32; N = 130: five panels of 32 (a short last one), and small enough for the reference, which
+// decodes every weight for every row, to stay quick.
 KILN_TEST(row_exact_quantized_block_formats) {
   constexpr int64_t k = 512, n = 130;
   struct Format {
@@ -201,10 +201,11 @@ KILN_TEST(row_exact_quantized_block_formats) {
     };
     const std::string what = format("quantized %s", f.name);
     TestTensor x = TestTensor::random({kMaxM, k});
-    expect_rows_exact(what, "kiln_quantized::linear.default", x, k, n, kMaxM, make);
+    expect_rows_exact(what, "kiln_quantized::linear.default", x, k, n, kQuantizedExactRows, make);
     x.f()[2 * k + 7] = std::numeric_limits<float>::infinity();
     x.f()[5 * k + 100] = 3e36f;
-    expect_rows_exact(what + " with inf and 3e36 rows", "kiln_quantized::linear.default", x, k, n, kMaxM, make);
+    expect_rows_exact(what + " with inf and 3e36 rows", "kiln_quantized::linear.default", x, k, n, kQuantizedExactRows,
+                      make);
   }
 }
 
