@@ -22,6 +22,8 @@ from llm_files import Blocks, write_gguf
 
 import kiln
 
+from conftest import export_embedding_and_linear
+
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 Q = gguf.GGMLQuantizationType
@@ -68,22 +70,6 @@ def test_numpy_decoding_is_gguf_bit_for_bit(torch, ggml_type):
         assert bits(got) == bits(gguf.quants.dequantize(theirs, ggml_type))
 
 
-def _one_op_program(torch, path, qw, rows: int):
-    from kiln.export import export
-    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear
-
-    class Both(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.lin = QuantizedEmbedding(qw), QuantizedLinear(qw)
-
-        def forward(self, idx, x):
-            return self.emb(idx), self.lin(x)
-
-    n, k = qw.shape
-    export(Both(), (torch.arange(n), torch.zeros(rows, k)), path)
-
-
 @pytest.mark.parametrize("ggml_type", FORMATS, ids=lambda t: t.name)
 def test_kernels_decode_gguf_blocks_exactly(torch, tmp_path, ggml_type):
     """Embedding rows, and x = identity rows through the linear (each output one weight), equal
@@ -97,7 +83,7 @@ def test_kernels_decode_gguf_blocks_exactly(torch, tmp_path, ggml_type):
     idx = np.arange(shape[0])
     for rows in (1, 3, 64):
         path = tmp_path / f"blocks{rows}.kiln"
-        _one_op_program(torch, path, qw, rows)
+        export_embedding_and_linear(qw, rows, path)
         x = np.eye(shape[1], dtype=np.float32)[:rows]
         for kernels in ("portable", "optimized"):
             for isa in kiln.supported_isas():
