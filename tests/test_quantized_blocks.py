@@ -260,3 +260,38 @@ def test_inspect_lists_the_block_formats(mixed_programs):
     assert proc.returncode == 0, proc.stderr
     for line in ("1 x linear q4_k/256: 1 weights", "1 x linear q6_k/256: 1 weights", "9 x linear q5_0/32: 9 weights"):
         assert line in proc.stdout, proc.stdout
+
+
+def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path):
+    """A small random Llama whose embedding (also its tied output head) is Q6_K and whose other
+    matrices cycle through the five formats: exported as it is, it gives the logits of the same
+    file with those tensors in F32 (gguf's decoding), on both tiers."""
+    from llm_files import tiny_llama
+
+    from kiln.llm.export import export_gguf
+
+    meta, tensors = tiny_llama(dim=256, n_heads=2, n_kv_heads=1, hidden=512, n_layers=2)
+    rng = np.random.default_rng(31)
+    mixed, ref, kinds = {}, {}, iter(FORMATS * 4)
+    for name, w in tensors.items():
+        if w.ndim == 2:
+            kind = Q.Q6_K if name == "token_embd.weight" else next(kinds)
+            blocks = random_blocks(rng, kind, *w.shape)
+            mixed[name] = Blocks(int(kind), w.shape, blocks.tobytes())
+            ref[name] = gguf.quants.dequantize(blocks, kind).reshape(w.shape)
+        else:
+            mixed[name] = ref[name] = w
+    logits = {}
+    for label, t in (("mixed", mixed), ("ref", ref)):
+        report = export_gguf(write_gguf(tmp_path / f"{label}.gguf", meta, t), tmp_path / f"{label}.kiln",
+                             context=16, max_tokens_per_call=8)
+        if label == "mixed":
+            assert report.weights == "gguf Q4_K/Q5_0/Q5_1/Q5_K/Q6_K", report.weights
+            assert "1 x embedding q6_k/256: 1 weights" in str(report), str(report)
+        ids = np.array([[0, 2, 1, 1, 0]])
+        args = (ids, np.arange(5)[None], np.array([0]), np.arange(5))
+        for kernels in ("optimized", "portable"):
+            (logits[label, kernels],) = kiln.load(tmp_path / f"{label}.kiln", kernels=kernels).method("forward")(*args)
+    want = logits["ref", "optimized"]
+    for kernels in ("optimized", "portable"):
+        assert np.abs(logits["mixed", kernels] - want).max() <= 1e-4 * np.abs(want).max(), kernels
