@@ -1,5 +1,7 @@
 // kiln_quantized::linear micro-benchmark: decode steps (1 row) in GB/s of quantized weights read, and
-// prefill chunks (64 rows) in GFLOP/s, beside the f32 linear on the same shapes, at 1 and 2 threads.
+// prefill chunks (64 rows) in GFLOP/s, beside the f32 linear on the same shapes, at 1 and 2 threads;
+// the split formats (q4_0, q4_1, q8_0) and GGUF's block formats (q5_0, q5_1, and q4_k, q5_k, q6_k
+// where K is a multiple of 256). Weights are zeros: the timing does not depend on their values.
 // With --small-m: the decode step of a batch of M = 1, 2, 4, 8, 16 sequences (M rows), its time and
 // time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32.
 //
@@ -144,6 +146,20 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
     return std::make_unique<Prepared>("aten::linear.default", std::vector<Value>{tensor(x), tensor(*w.q), none()}, &y.t,
                                       tier, isa);
   }
+  // The block formats (GGUF's blocks kept whole): (elements, bytes) per block, scales inside.
+  const struct {
+    const char* name;
+    int64_t elements, bytes;
+  } blocks[] = {{"q5_0", 32, 22}, {"q5_1", 32, 24}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}};
+  for (const auto& b : blocks) {
+    if (scheme != b.name) continue;
+    w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, k / b.elements * b.bytes}, ScalarType::UInt8, true);
+    w.bytes = static_cast<size_t>(n * (k / b.elements) * b.bytes);
+    return std::make_unique<Prepared>("kiln_quantized::linear.default",
+                                      std::vector<Value>{tensor(x), tensor(*w.q), none(), none(), none(),
+                                                         string(b.name), integer(b.elements), string("float32")},
+                                      &y.t, tier, isa);
+  }
   const bool four = scheme != "q8_0";
   w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, four ? k / 2 : k}, four ? ScalarType::UInt8 : ScalarType::Int8,
                                  true);
@@ -238,13 +254,15 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"}, {"q8_0", "32"}, {"q4_1", "128"}, {"f32", "0"}};
+  const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"},  {"q8_0", "32"},  {"q4_1", "128"}, {"q5_0", "32"},
+                              {"q5_1", "32"}, {"q4_k", "256"}, {"q5_k", "256"}, {"q6_k", "256"}, {"f32", "0"}};
   std::printf("%-20s %-8s %12s %10s %14s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us", "GFLOP/s");
   for (const Shape& s : shapes) {
     for (auto& sc : schemes) {
       const std::string label = std::string(s.name) + " " + sc[0] + "/" + sc[1];
       if (!filter.empty() && label.find(filter) == std::string::npos) continue;
       const int64_t group = std::atoi(sc[1]);
+      if (group > 0 && s.k % group != 0) continue;  // the K-quants' rows are multiples of 256
       const auto [decode, bytes] = time_linear(sc[0], group, 1, s.n, s.k, kTierOptimized, isa, threads);
       const auto [prefill, unused] = time_linear(sc[0], group, 64, s.n, s.k, kTierOptimized, isa, threads);
       (void)unused;

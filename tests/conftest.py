@@ -184,6 +184,26 @@ def build_cmake_project(source: Path, build: Path, *, cmake: str | None = None, 
     return proc
 
 
+def export_embedding_and_linear(qw, rows: int, path) -> None:
+    """A program forward(idx i64[N], x f32[rows, K]) -> (embedding(idx), linear(x)) over one
+    kiln.export.quantize.QuantizedWeight [N, K] (both kiln_quantized operators on one weight)."""
+    import torch
+
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.lin = QuantizedEmbedding(qw), QuantizedLinear(qw)
+
+        def forward(self, idx, x):
+            return self.emb(idx), self.lin(x)
+
+    n, k = qw.shape
+    export(Both(), (torch.arange(n), torch.zeros(rows, k)), path)
+
+
 def assert_close(actual, expected, tol: float, what: str = "output", *, rtol: float | None = None,
                  atol: float | None = None) -> None:
     """`actual` has `expected`'s shape and every element is within both tolerances of its reference:

@@ -6,17 +6,27 @@ tokens that are not UTF-8, metadata that lies about the tensors).
 
 Metadata values: str or bytes (string), bool, int (uint32, or int64 beyond), float
 (float32), lists of str/bytes (string arrays) or of int (int32 arrays). Tensors are
-float32, written with GGUF's dimension order (innermost first) at 32-byte alignment;
-`tensors` may be a list of (name, array) pairs to repeat a name.
+float32 arrays, or Blocks (a quantized tensor's raw bytes, written as they are), in GGUF's
+dimension order (innermost first) at 32-byte alignment; `tensors` may be a list of (name,
+array) pairs to repeat a name.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
 ALIGNMENT = 32
+
+
+class Blocks(NamedTuple):
+    """A tensor of ggml type `ggml_type` (e.g. 12 for Q4_K) and torch-order `shape`, whose bytes
+    are `data` (whole blocks, or not: the writer does not check)."""
+    ggml_type: int
+    shape: tuple
+    data: bytes
 
 
 def _string(s) -> bytes:
@@ -45,18 +55,20 @@ def gguf_bytes(metadata: dict, tensors) -> bytes:
     out = b"GGUF" + struct.pack("<IQQ", 3, len(items), len(metadata))
     for key, value in metadata.items():
         out += _string(key) + _value(value)
-    data, offset = b"", 0
+    data, offset = [], 0
     for name, array in items:
-        array = np.ascontiguousarray(array, dtype=np.float32)
-        dims = list(reversed(array.shape))
+        if isinstance(array, Blocks):
+            ggml_type, dims, blob = array.ggml_type, list(reversed(array.shape)), bytes(array.data)
+        else:
+            array = np.ascontiguousarray(array, dtype=np.float32)
+            ggml_type, dims, blob = 0, list(reversed(array.shape)), array.tobytes()
         out += _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
-        out += struct.pack("<IQ", 0, offset)
-        blob = array.tobytes()
+        out += struct.pack("<IQ", ggml_type, offset)
         blob += b"\0" * (-len(blob) % ALIGNMENT)
-        data += blob
+        data.append(blob)
         offset += len(blob)
     out += b"\0" * (-len(out) % ALIGNMENT)
-    return out + data
+    return out + b"".join(data)
 
 
 def write_gguf(path, metadata: dict, tensors=()):

@@ -24,7 +24,7 @@ import pytest
 
 import kiln
 
-from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env, full_tier
+from conftest import REPO, STATIC_RUNTIME, build_cmake_project, clean_env, export_embedding_and_linear, full_tier
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -93,8 +93,8 @@ def test_bad_gguf_blocks_are_clear_errors():
     blocks = _blocks(np.random.default_rng(0), Q.Q4_1, (4, 64))
     with pytest.raises(ValueError, match=r"needs 160 bytes of blocks .* got 150: truncated or malformed"):
         from_gguf_blocks(blocks.reshape(-1)[:150], Q.Q4_1, (4, 64))
-    with pytest.raises(ValueError, match="Q5_0 is not supported"):
-        from_gguf_blocks(blocks, Q.Q5_0, (4, 64))
+    with pytest.raises(ValueError, match="Q2_K is not supported"):
+        from_gguf_blocks(blocks, Q.Q2_K, (4, 256))
     with pytest.raises(ValueError, match="rows a multiple of 32"):
         from_gguf_blocks(blocks, Q.Q4_1, (8, 40))
 
@@ -103,27 +103,18 @@ def test_bad_gguf_blocks_are_clear_errors():
 def test_kiln_kernels_decode_gguf_blocks_exactly(torch, tmp_path, ggml_type):
     """Embedding rows, and x = identity through the linear (each output one weight), equal
     gguf.quants.dequantize bit for bit on both tiers and every level."""
-    from kiln.export import export
-    from kiln.export.quantize import QuantizedEmbedding, QuantizedLinear, from_gguf_blocks
+    from kiln.export.quantize import from_gguf_blocks
 
     shape = (40, 64)
     blocks = _blocks(np.random.default_rng(7), ggml_type, shape)
     want = gguf.quants.dequantize(blocks, ggml_type)
     qw = from_gguf_blocks(blocks, ggml_type, shape)
 
-    class Both(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.lin = QuantizedEmbedding(qw), QuantizedLinear(qw)
-
-        def forward(self, idx, x):
-            return self.emb(idx), self.lin(x)
-
     path = tmp_path / "blocks.kiln"
     idx = torch.arange(40)
     for rows in (1, 3, 64):  # decode steps and the GEMM's decoded panels
         x = torch.eye(64)[:rows]
-        export(Both(), (idx, x), path)
+        export_embedding_and_linear(qw, rows, path)
         for kernels in ("portable", "optimized"):
             for isa in _levels():
                 emb, lin = kiln.load(path, kernels=kernels, isa=isa).forward(idx.numpy(), x.numpy())

@@ -8,6 +8,12 @@
 // into worker scratch, so every weight is decoded once per call and multiplied as float32.
 // compute="int8" is served by the reference kernel.
 //
+// The block formats (q5_0, q5_1, q4_k, q5_k, q6_k) are not repacked: they are decoded from the file's
+// blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
+// gemv_blocks (per row of W, each block decoded into an L1 tile and dotted with every row of x; each
+// row of x gets the bits it gets alone), more through the f32 GEMM whose packing hook decodes each B
+// block (QKernels::unpack_rows).
+//
 // embedding: rows decoded straight from the file layout.
 #include <algorithm>
 #include <cstring>
@@ -30,10 +36,13 @@ using optimized::QKernels;
 using optimized::QPanels;
 using optimized::QScheme;
 
-QScheme q_scheme(Scheme s) {
-  return s == Scheme::Q8_0 ? QScheme::Q8_0 : s == Scheme::Q4_0 ? QScheme::Q4_0 : QScheme::Q4_1;
+// The two enums list the schemes in the same order (q_kernels.h keeps no dependency on quant.h).
+QScheme q_scheme(Scheme s) { return static_cast<QScheme>(static_cast<int>(s)); }
+static_assert(static_cast<int>(Scheme::Q6_K) == static_cast<int>(QScheme::Q6_K), "scheme enums differ");
+
+optimized::QRows file_rows(const QuantMatrix& w) {
+  return {w.q, w.scales, w.mins, q_scheme(w.scheme), w.k, w.group, w.row_bytes()};
 }
-const char* scheme_name(Scheme s) { return s == Scheme::Q8_0 ? "q8_0" : s == Scheme::Q4_0 ? "q4_0" : "q4_1"; }
 
 // Below this many weights a decode step stays on the calling thread (waking a worker costs more).
 constexpr int64_t kMinParallelWeights = int64_t{1} << 17;
@@ -118,6 +127,7 @@ struct LinearState {
   const F32GemmKernels* gemm = nullptr;
   QPanels panels;
   size_t gemm_scratch = 0;  // per worker
+  bool blocks = false;      // a block format: decoded from the file at every call
 };
 
 Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -128,9 +138,11 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   KILN_CHECK_OR_RETURN(a.compute == Compute::Float32, NotSupported, "%s: compute=int8 runs on the reference kernel",
                        kLinearOp);
   const Tensor* q = &in[1]->as_tensor();
-  KILN_CHECK_OR_RETURN(
-      q->is_constant() && in[2]->as_tensor().is_constant() && (in[3]->is_none() || in[3]->as_tensor().is_constant()),
-      NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
+  // Block formats are decoded from their tensor at every call: constant or not.
+  const bool blocks = is_block_format(a.w.scheme);
+  KILN_CHECK_OR_RETURN(blocks || (q->is_constant() && in[2]->as_tensor().is_constant() &&
+                                  (in[3]->is_none() || in[3]->as_tensor().is_constant())),
+                       NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
   const QKernels& qk = optimized::q_kernels_for(ctx.isa);
   const F32GemmKernels& gk = optimized::f32_gemm_for(ctx.isa);
   KILN_CHECK_OR_RETURN(qk.nr == gk.nr, Internal, "%s: panel widths differ (%d, %d)", kLinearOp, qk.nr, gk.nr);
@@ -138,6 +150,15 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   auto s = std::make_unique<LinearState>();
   s->q = &qk;
   s->gemm = &gk;
+  if (blocks) {
+    s->blocks = true;
+    if (a.m > qk.max_rows) {
+      s->gemm_scratch = optimized::gemm_worker_scratch_bytes(gk, a.w.n, /*b_prepacked=*/false);
+      ctx.worker_scratch_bytes = s->gemm_scratch;
+    }
+    *state = s.release();
+    return Status::ok();
+  }
   PackArg arg{a.w, optimized::q_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group, qk.nr)};
   const std::string layout = format("kiln-quantized-panels-%s-g%lld-nr%d-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
                                     static_cast<long long>(a.w.group), qk.nr, static_cast<long long>(a.w.n),
@@ -164,12 +185,21 @@ void linear_release(void* state) { delete static_cast<LinearState*>(state); }
 
 struct UnpackCtx {
   const LinearState* s;
+  optimized::QRows rows;  // the block formats' file layout
 };
 
 // The GEMM's B block [k0, k0 + kc) x [n0, n0 + nc): n0 is a multiple of nr (blocks start at panels).
 void unpack_block(const void* ctx, int64_t, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
   const LinearState& s = *static_cast<const UnpackCtx*>(ctx)->s;
   for (int64_t j = 0; j < nc; j += nr, dst += kc * nr) s.q->unpack(s.panels, (n0 + j) / nr, k0, kc, dst);
+}
+
+// The same block from a block format's rows [n0, n0 + nc) (nr of them per panel, the last one short).
+void unpack_file_block(const void* ctx, int64_t, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
+  const UnpackCtx& u = *static_cast<const UnpackCtx*>(ctx);
+  for (int64_t j = 0; j < nc; j += nr, dst += kc * nr) {
+    u.s->q->unpack_rows(u.rows, n0 + j, std::min<int64_t>(nr, nc - j), k0, kc, dst);
+  }
 }
 
 Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
@@ -182,7 +212,18 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   float* y = out[0]->data_as<float>();
   if (a.m == 0) return Status::ok();
 
-  if (a.m <= s.q->max_rows) {
+  if (s.blocks && a.m <= s.q->max_rows) {
+    // Decode steps of a block format: rows of W split over the pool (W's bytes read once per call).
+    const int rows = static_cast<int>(a.m);
+    const bool threads = a.w.n * a.w.k * rows >= kMinParallelWeights && num_threads() > 1;
+    const int64_t grain = threads ? (a.w.n + num_threads() - 1) / num_threads() : a.w.n;
+    const optimized::QRows file = file_rows(a.w);
+    parallel_for(a.w.n, std::max<int64_t>(grain, 1),
+                 [&](int64_t j0, int64_t j1) { s.q->gemv_blocks(file, j0, j1, x, a.w.k, rows, bias, y, a.w.n); });
+    return Status::ok();
+  }
+
+  if (!s.blocks && a.m <= s.q->max_rows) {
     const int rows = static_cast<int>(a.m);
     // gemv sums x * q per group before scaling by d: |q| <= 128, so below this bound no such sum
     // overflows. Infinities, NaN and larger values take the decoded products (QKernels::gemv_decoded).
@@ -217,12 +258,12 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
     return Status::ok();
   }
 
-  UnpackCtx uctx{&s};
+  UnpackCtx uctx{&s, file_rows(a.w)};
   optimized::GemmProblem p;
-  p.m = a.m, p.n = w.n, p.k = w.k;
-  p.a = x, p.lda = w.k;
-  p.c = y, p.ldc = w.n;
-  p.pack_b = unpack_block;
+  p.m = a.m, p.n = a.w.n, p.k = a.w.k;
+  p.a = x, p.lda = a.w.k;
+  p.c = y, p.ldc = a.w.n;
+  p.pack_b = s.blocks ? unpack_file_block : unpack_block;
   p.pack_b_ctx = &uctx;
   p.bias = bias;
   return optimized::gemm(*s.gemm, p, ctx, s.gemm_scratch);
@@ -244,7 +285,7 @@ Status embedding_run(KernelContext& ctx, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(embedding_args(false, in, out, &a));
   const QuantMatrix& w = a.w;
   const Tensor& idx = *a.indices;
-  optimized::QRows rows{w.q, w.scales, w.mins, q_scheme(w.scheme), w.k, w.group};
+  const optimized::QRows rows = file_rows(w);
   const DecodeRowFn decode_row = reinterpret_cast<DecodeRowFn>(ctx.state);
   float* y = out[0]->data_as<float>();
   for (int64_t t = 0; t < idx.numel(); ++t) {

@@ -19,7 +19,8 @@
 
 namespace kiln::kernels::optimized {
 
-enum class QScheme : int { Q8_0, Q4_0, Q4_1 };
+// The split formats (panels below), then the block formats (decoded from their file layout).
+enum class QScheme : int { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 
 struct QPanels {
   const uint8_t* data = nullptr;
@@ -43,13 +44,15 @@ inline QPanels q_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t grou
   return p;
 }
 
-// A quantized matrix in its file layout (quant.h), for decoding rows of an embedding.
+// A quantized matrix in its file layout (quant.h), for decoding rows of an embedding and, for the
+// block formats, the B panels of a linear.
 struct QRows {
   const uint8_t* q = nullptr;
   const uint16_t* scales = nullptr;
   const uint16_t* mins = nullptr;
   QScheme scheme = QScheme::Q8_0;
   int64_t k = 0, group = 0;
+  int64_t row_bytes = 0;  // block formats: whole blocks per row
 };
 
 struct QKernels {
@@ -73,6 +76,15 @@ struct QKernels {
   void (*unpack)(const QPanels& w, int64_t p, int64_t k0, int64_t kc, float* dst) = nullptr;
   // Row `row` of a file-layout matrix decoded into dst[k], bit-exact.
   void (*decode_row)(const QRows& w, int64_t row, float* dst) = nullptr;
+  // A block format, rows r < rows (1..max_rows) of x against rows [j0, j1) of W:
+  // y[r * ldy + j] = sum_i x[r * ldx + i] * w[j][i] (+ bias[j]). Each block of W decoded once into a
+  // tile for all the rows; each row's sum in the same order whatever `rows`, the other rows and
+  // [j0, j1) are (the decode steps of a batch get the bits they get alone).
+  void (*gemv_blocks)(const QRows& w, int64_t j0, int64_t j1, const float* x, int64_t ldx, int rows, const float* bias,
+                      float* y, int64_t ldy) = nullptr;
+  // A block format: columns [k0, k0 + kc) of rows [row0, row0 + rows) (rows <= nr) decoded into the
+  // f32 GEMM's B panel dst[kc][nr] (column j = row row0 + j; columns past `rows` zero), bit-exact.
+  void (*unpack_rows)(const QRows& w, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) = nullptr;
 };
 KILN_ISA_TABLE(QKernels, q_kernels)
 

@@ -23,21 +23,49 @@ Status optional_tensor_at(bool prepare, const char* op, Inputs in, size_t i, con
   return tensor_at(prepare, op, in, i, name, out);
 }
 
+constexpr Scheme kSchemes[] = {Scheme::Q8_0, Scheme::Q4_0, Scheme::Q4_1, Scheme::Q5_0,
+                               Scheme::Q5_1, Scheme::Q4_K, Scheme::Q5_K, Scheme::Q6_K};
+
 Status scheme_arg(const char* op, Inputs in, size_t i, Scheme* scheme) {
   const char* s;
   size_t n;
   KILN_RETURN_IF_ERROR(string_arg(op, in, i, "scheme", &s, &n));
   const std::string name(s, n);
-  if (name == "q8_0") {
-    *scheme = Scheme::Q8_0;
-  } else if (name == "q4_0") {
-    *scheme = Scheme::Q4_0;
-  } else if (name == "q4_1") {
-    *scheme = Scheme::Q4_1;
-  } else {
-    return Status(Error::KernelFailure,
-                  format("%s: unknown scheme '%s' (expected q8_0, q4_0 or q4_1)", op, name.c_str()));
+  for (Scheme candidate : kSchemes) {
+    if (name == scheme_name(candidate)) {
+      *scheme = candidate;
+      return Status::ok();
+    }
   }
+  return Status(
+      Error::KernelFailure,
+      format("%s: unknown scheme '%s' (expected q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k)", op, name.c_str()));
+}
+
+// A block format's qweight [N, whole blocks]: scales and mins None, group_size the block's elements.
+Status block_matrix_args(const char* op, const Tensor& q, const Tensor* scales, const Tensor* mins, QuantMatrix* w) {
+  const char* scheme = scheme_name(w->scheme);
+  const int64_t elements = block_elements(w->scheme), bytes = block_bytes(w->scheme);
+  KILN_RETURN_IF_ERROR(check_dtype(op, q, "qweight", ScalarType::UInt8));
+  KILN_CHECK_OR_RETURN(q.dim() == 2, KernelFailure, "%s: %s qweight must be 2-D [N, blocks * %lld bytes], got %s", op,
+                       scheme, static_cast<long long>(bytes), describe(q).c_str());
+  KILN_CHECK_OR_RETURN(scales == nullptr && mins == nullptr, KernelFailure,
+                       "%s: %s keeps its scales inside its blocks: scales and mins must be None", op, scheme);
+  KILN_CHECK_OR_RETURN(w->group == elements, KernelFailure,
+                       "%s: group_size %lld does not fit %s, whose blocks are %lld elements", op,
+                       static_cast<long long>(w->group), scheme, static_cast<long long>(elements));
+  const int64_t cols = q.size(1);
+  KILN_CHECK_OR_RETURN(cols > 0 && cols % bytes == 0, KernelFailure,
+                       "%s: qweight %s does not hold whole %s blocks (%lld bytes per %lld elements): truncated or "
+                       "malformed",
+                       op, describe(q).c_str(), scheme, static_cast<long long>(bytes),
+                       static_cast<long long>(elements));
+  // cols / bytes * elements < 2 * cols: no overflow for a tensor that exists.
+  w->n = q.size(0);
+  w->k = cols / bytes * elements;
+  w->q = q.data_as<const uint8_t>();
+  w->scales = nullptr;
+  w->mins = nullptr;
   return Status::ok();
 }
 
@@ -49,10 +77,12 @@ Status matrix_args(bool prepare, const char* op, Inputs in, size_t q_index, size
   KILN_RETURN_IF_ERROR(scheme_arg(op, in, scheme_index, &w->scheme));
   KILN_RETURN_IF_ERROR(int_arg(op, in, scheme_index + 1, "group_size", &w->group));
   KILN_RETURN_IF_ERROR(tensor_at(prepare, op, in, q_index, "qweight", &q));
-  KILN_RETURN_IF_ERROR(tensor_at(prepare, op, in, q_index + 1, "scales", &scales));
+  KILN_RETURN_IF_ERROR(optional_tensor_at(prepare, op, in, q_index + 1, "scales", &scales));
   KILN_RETURN_IF_ERROR(optional_tensor_at(prepare, op, in, q_index + 2, "mins", &mins));
+  if (is_block_format(w->scheme)) return block_matrix_args(op, *q, scales, mins, w);
+  const char* scheme = scheme_name(w->scheme);
+  KILN_CHECK_OR_RETURN(scales != nullptr, KernelFailure, "%s: %s needs scales", op, scheme);
   const bool four = w->scheme != Scheme::Q8_0;
-  const char* scheme = w->scheme == Scheme::Q8_0 ? "q8_0" : w->scheme == Scheme::Q4_0 ? "q4_0" : "q4_1";
   KILN_RETURN_IF_ERROR(check_dtype(op, *q, "qweight", four ? ScalarType::UInt8 : ScalarType::Int8));
   KILN_CHECK_OR_RETURN(q->dim() == 2, KernelFailure, "%s: qweight must be 2-D [N, %s], got %s", op,
                        four ? "K / 2" : "K", describe(*q).c_str());
@@ -89,6 +119,72 @@ Status matrix_args(bool prepare, const char* op, Inputs in, size_t q_index, size
 
 }  // namespace
 
+const char* scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::Q8_0: return "q8_0";
+    case Scheme::Q4_0: return "q4_0";
+    case Scheme::Q4_1: return "q4_1";
+    case Scheme::Q5_0: return "q5_0";
+    case Scheme::Q5_1: return "q5_1";
+    case Scheme::Q4_K: return "q4_k";
+    case Scheme::Q5_K: return "q5_k";
+    case Scheme::Q6_K: return "q6_k";
+  }
+  return "?";
+}
+
+namespace {
+
+// The 6-bit scale and min of sub-block s (0..7) of a q4_k / q5_k block (quant.h).
+void k_scale_min(const uint8_t* scales, int64_t s, int32_t* sc, int32_t* m) {
+  if (s < 4) {
+    *sc = scales[s] & 63;
+    *m = scales[s + 4] & 63;
+  } else {
+    *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
+    *m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+  }
+}
+
+}  // namespace
+
+float block_weight(Scheme s, const uint8_t* b, int64_t e) {
+  switch (s) {
+    case Scheme::Q5_0:
+    case Scheme::Q5_1: {
+      const int64_t at = s == Scheme::Q5_0 ? 2 : 4;  // qh, then qs
+      const uint32_t qh = static_cast<uint32_t>(b[at]) | static_cast<uint32_t>(b[at + 1]) << 8 |
+                          static_cast<uint32_t>(b[at + 2]) << 16 | static_cast<uint32_t>(b[at + 3]) << 24;
+      const uint8_t byte = b[at + 4 + e % 16];
+      const int32_t q = (e < 16 ? byte & 15 : byte >> 4) | static_cast<int32_t>((qh >> e) & 1u) << 4;
+      const float d = half_to_float(load_u16(b));
+      if (s == Scheme::Q5_0) return d * static_cast<float>(q - 16);
+      return d * static_cast<float>(q) + half_to_float(load_u16(b + 2));
+    }
+    case Scheme::Q4_K:
+    case Scheme::Q5_K: {
+      const int64_t c = e / 64, l = e % 32, sub = e / 32;
+      const bool high = e % 64 >= 32;
+      const uint8_t* qs = b + (s == Scheme::Q4_K ? 16 : 48);
+      int32_t q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+      if (s == Scheme::Q5_K) q |= ((b[16 + l] >> sub) & 1) << 4;
+      int32_t sc, m;
+      k_scale_min(b + 4, sub, &sc, &m);
+      const float d = half_to_float(load_u16(b)) * static_cast<float>(sc);
+      const float dm = half_to_float(load_u16(b + 2)) * static_cast<float>(m);
+      return d * static_cast<float>(q) - dm;
+    }
+    case Scheme::Q6_K: {
+      const int64_t h = e / 128, t = e % 128 / 32, l = e % 32;
+      const uint8_t low = b[64 * h + 32 * (t % 2) + l];
+      const int32_t q = (t < 2 ? low & 15 : low >> 4) | ((b[128 + 32 * h + l] >> (2 * t)) & 3) << 4;
+      const float d = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+      return d * static_cast<float>(q - 32);
+    }
+    default: return 0.0f;
+  }
+}
+
 Status linear_args(bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   const char* op = kLinearOp;
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 8, 1));
@@ -102,6 +198,8 @@ Status linear_args(bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   KILN_CHECK_OR_RETURN(compute == "float32" || compute == "int8", KernelFailure,
                        "%s: unknown compute '%s' (expected float32 or int8)", op, compute.c_str());
   a->compute = compute == "int8" ? Compute::Int8 : Compute::Float32;
+  KILN_CHECK_OR_RETURN(a->compute == Compute::Float32 || !is_block_format(a->w.scheme), KernelFailure,
+                       "%s: compute=int8 takes q8_0, q4_0 or q4_1 weights, not %s", op, scheme_name(a->w.scheme));
 
   const Tensor& x = *a->x;
   Tensor& y = *out[0];

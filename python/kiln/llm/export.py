@@ -12,7 +12,8 @@ prefill chunk) and L up to `context`.
 
 Weights: every weight decision is one call, `_apply_weights`, into
 kiln.export.quantize (the quantized-operators extension). Without options the
-GGUF's own Q4_0/Q4_1/Q8_0 blocks are kept as they are when that module is
+GGUF's own quantized blocks (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
+a mixed file's tensors each in its own format) are kept as they are when that module is
 present; a kiln without it exports float32 and says so in a note.
 """
 
@@ -214,8 +215,10 @@ def _apply_weights(model, g: GgufFile, scheme: str):
 
 
 def _keep_gguf_blocks(model, g: GgufFile, q):
-    """Every linear and embedding weight stored as Q4_0/Q4_1/Q8_0 in the GGUF file
-    becomes a quantized module over the file's own blocks (no re-quantization)."""
+    """Every linear and embedding weight stored in a quantized type in the GGUF file
+    (gguf.QUANTIZED_TYPES) becomes a quantized module over the file's own blocks (no
+    re-quantization), each tensor in its own format; F32/F16/BF16 ones stay float32.
+    The GGUF reader checked that every such tensor's rows are whole blocks."""
     cfg = model.cfg
     kinds = set()
     for name, t in g.tensors.items():

@@ -3,7 +3,9 @@ libkiln_llm's checked reader (a truncated or hostile file is kiln.InvalidProgram
 tensor data is memory-mapped and dequantized with numpy.
 
 Dequantization matches llama.cpp's (and the `gguf` package's) float32
-arithmetic: Q8_0 d*q, Q4_0 d*(q-8), Q4_1 d*q+m, with per-32-element float16 d, m.
+arithmetic: Q8_0 d*q, Q4_0 d*(q-8), Q4_1 d*q+m, with per-32-element float16 d, m;
+Q5_0, Q5_1, Q4_K, Q5_K and Q6_K as kiln.export.quantize.blocks decodes them
+(the layouts in extensions/quantized/quant.h).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import numpy as np
 
 from .._kiln import llm as _native
 from ..errors import InvalidProgram, NotSupported
+from ..export.quantize.blocks import BLOCK_FORMATS, decode_blocks
 
 # ggml type codes kiln dequantizes.
-F32, F16, Q4_0, Q4_1, Q8_0, BF16 = 0, 1, 2, 3, 8, 30
-QUANTIZED_TYPES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0"}
+F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+QUANTIZED_TYPES = {Q4_0: "Q4_0", Q4_1: "Q4_1", Q8_0: "Q8_0",
+                   **{tid: name for tid, (name, _, _, _) in BLOCK_FORMATS.items()}}
 # (elements, bytes) per block of each type kiln dequantizes.
-_BLOCK_BYTES = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18), Q4_1: (32, 20)}
+_BLOCK_BYTES = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18), Q4_1: (32, 20),
+                **{tid: (e, b) for tid, (_, _, e, b) in BLOCK_FORMATS.items()}}
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,10 @@ class GgufFile:
         if block is not None:
             elements, nbytes = block
             want = -(-n // elements) * nbytes
-            if n % elements:
-                raise InvalidProgram(f"'{self.path}': tensor '{name}' is {t.type_name} with {n} elements, not whole "
-                                     f"blocks of {elements}")
+            row = t.shape[-1] if t.shape else 1
+            if n % elements or row % elements:
+                raise InvalidProgram(f"'{self.path}': tensor '{name}' is {t.type_name} of shape {list(t.shape)}: rows "
+                                     f"of {row} elements are not whole blocks of {elements}")
             if t.nbytes != want:
                 raise InvalidProgram(f"'{self.path}': tensor '{name}' ({t.type_name}, shape {list(t.shape)}) has "
                                      f"{t.nbytes} bytes, not {want}")
@@ -91,7 +97,10 @@ class GgufFile:
             else:
                 m = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
                 w = d * q + m
+        elif t.ggml_type in BLOCK_FORMATS:
+            _, scheme, _, size = BLOCK_FORMATS[t.ggml_type]
+            w = decode_blocks(data.reshape(-1, size), scheme)
         else:
             raise NotSupported(f"'{self.path}': tensor '{name}' is {t.type_name}; kiln reads F32, F16, BF16, "
-                               "Q4_0, Q4_1 and Q8_0 tensors")
+                               "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K tensors")
         return np.ascontiguousarray(w.reshape(-1)[:n].reshape(t.shape), dtype=np.float32)

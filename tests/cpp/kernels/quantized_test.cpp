@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gemm_test_util.h"
 #include "harness.h"
@@ -247,6 +248,92 @@ KILN_TEST(quantized_embedding_matches_reference) {
               "embedding q8_0 k=45 did not run at every level");
 }
 
+// ---- the block formats (GGUF's blocks kept whole, quant.h): random bytes with finite float16 scales
+
+struct BlockFormat {
+  const char* scheme;
+  int64_t elements, bytes;
+  // float16 fields: byte offset in the block and the exponent range (bias 15) that keeps the
+  // weights about [-1, 1] (the tolerance assumes it)
+  struct Half {
+    int at, lo, hi;
+  };
+  std::vector<Half> halves;
+};
+const BlockFormat kBlockFormats[] = {
+    {"q5_0", 32, 22, {{0, 10, 11}}},              // d (q - 16), |q - 16| <= 16
+    {"q5_1", 32, 24, {{0, 9, 10}, {2, 12, 14}}},  // d q + m, q <= 31
+    {"q4_k", 256, 144, {{0, 4, 5}, {2, 7, 8}}},   // d sc q - dmin m, sc, m <= 63, q <= 15
+    {"q5_k", 256, 176, {{0, 3, 4}, {2, 7, 8}}},   // q <= 31
+    {"q6_k", 256, 210, {{208, 2, 3}}},            // d sc (q - 32), |sc| <= 128
+};
+
+TestTensor random_blocks(const BlockFormat& f, int64_t n, int64_t k) {
+  TestTensor q({n, k / f.elements * f.bytes}, ScalarType::UInt8, -1, true);
+  uint8_t* p = q.t.data_as<uint8_t>();
+  for (int64_t i = 0; i < q.numel(); ++i) p[i] = static_cast<uint8_t>(next_random());
+  for (int64_t b = 0; b < n * (k / f.elements); ++b) {
+    for (const BlockFormat::Half& h : f.halves) {
+      const uint16_t v = random_half(h.lo, h.hi);
+      p[b * f.bytes + h.at] = static_cast<uint8_t>(v & 0xff);
+      p[b * f.bytes + h.at + 1] = static_cast<uint8_t>(v >> 8);
+    }
+  }
+  return q;
+}
+
+Args block_linear_args(TestTensor& x, TestTensor& q, const BlockFormat& f, TestTensor* bias,
+                       const char* compute = "float32") {
+  Args args;
+  args.tensor(x).tensor(q).none().none();
+  if (bias != nullptr)
+    args.tensor(*bias);
+  else
+    args.none();
+  args.str(f.scheme).i(f.elements).str(compute);
+  return args;
+}
+
+// (m, n, k in blocks): one row, a few, a batch's 16 and 17, the GEMM's tiles; N of 1, primes and
+// around the panel widths.
+const Shape kBlockShapes[] = {{1, 1, 1},   {1, 33, 2},  {3, 17, 1},  {5, 9, 3}, {16, 70, 2},
+                              {17, 40, 1}, {64, 65, 1}, {1, 300, 3}, {2, 8, 5}, {33, 1, 2}};
+
+KILN_TEST(quantized_block_formats_match_reference) {
+  for (const BlockFormat& f : kBlockFormats) {
+    for (const Shape& s : kBlockShapes) {
+      const int64_t k = s.groups * f.elements;
+      TestTensor q = random_blocks(f, s.n, k);
+      TestTensor x = TestTensor::random({s.m, k});
+      TestTensor bias = TestTensor::random({s.n}, true);
+      for (bool with_bias : {false, true}) {
+        Args args = block_linear_args(x, q, f, with_bias ? &bias : nullptr);
+        const std::string what = format("%s m=%lld n=%lld k=%lld bias=%d", f.scheme, (long long)s.m, (long long)s.n,
+                                        (long long)k, with_bias);
+        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, tolerance(k));
+        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+}
+
+KILN_TEST(quantized_block_embedding_matches_reference) {
+  for (const BlockFormat& f : kBlockFormats) {
+    for (int64_t blocks : {int64_t{1}, int64_t{3}}) {
+      const int64_t k = blocks * f.elements;
+      TestTensor q = random_blocks(f, 50, k);
+      TestTensor idx({2, 3}, ScalarType::Int64);
+      const int64_t rows[] = {0, 49, 7, 7, 23, 1};
+      for (int i = 0; i < 6; ++i) idx.t.data_as<int64_t>()[i] = rows[i];
+      Args args;
+      args.tensor(q).none().none().tensor(idx).str(f.scheme).i(f.elements);
+      const std::string what = format("embedding %s k=%lld", f.scheme, (long long)k);
+      KILN_EXPECT(expect_tiers_match(what, kEmbedding, args, {6 * k}, Tolerance{0, 0}) == kLevels,
+                  "%s did not run at every level", what.c_str());
+    }
+  }
+}
+
 // ---- bad input: a clear KernelFailure from the reference kernel (the optimized one declines)
 
 // Runs both tiers; the reference must fail naming `expect`, the optimized one must decline or fail.
@@ -303,10 +390,35 @@ KILN_TEST(quantized_malformed_weights_are_clear_errors) {
     QWeight w = random_weight("q8_0", 8, 64, 32);
     w.scheme = "q4_0";
     expect_refused("q4_0 with int8 values", kLinear, linear_args(x, w, nullptr), "qweight");
-    w.scheme = "q5_0";
-    expect_refused("unknown scheme", kLinear, linear_args(x, w, nullptr), "unknown scheme 'q5_0'");
+    w.scheme = "q3_k";
+    expect_refused("unknown scheme", kLinear, linear_args(x, w, nullptr), "unknown scheme 'q3_k'");
     w.scheme = "q8_0";
     expect_refused("unknown compute", kLinear, linear_args(x, w, nullptr, "int4"), "unknown compute 'int4'");
+  }
+  {  // block formats: a row that is not whole blocks, scales given, the wrong group, int8 compute
+    const BlockFormat& q4k = kBlockFormats[2];
+    TestTensor xk = TestTensor::random({2, 512});
+    TestTensor truncated({8, 2 * 144 - 1}, ScalarType::UInt8, -1, true);
+    expect_refused("truncated q4_k", kLinear, block_linear_args(xk, truncated, q4k, nullptr),
+                   "does not hold whole q4_k blocks (144 bytes per 256 elements)");
+    TestTensor q = random_blocks(q4k, 8, 512);
+    TestTensor scales({8, 2}, ScalarType::Float16, -1, true);
+    Args with_scales;
+    with_scales.tensor(xk).tensor(q).tensor(scales).none().none().str("q4_k").i(256).str("float32");
+    expect_refused("q4_k with scales", kLinear, with_scales, "scales and mins must be None");
+    Args group;
+    group.tensor(xk).tensor(q).none().none().none().str("q4_k").i(32).str("float32");
+    expect_refused("q4_k group 32", kLinear, group, "group_size 32 does not fit q4_k, whose blocks are 256");
+    expect_refused("q4_k int8", kLinear, block_linear_args(xk, q, q4k, nullptr, "int8"),
+                   "compute=int8 takes q8_0, q4_0 or q4_1 weights, not q4_k");
+    TestTensor wrong_k = TestTensor::random({2, 256});
+    expect_refused("q4_k in_features", kLinear, block_linear_args(wrong_k, q, q4k, nullptr), "in_features");
+    TestTensor signed_q({8, 44}, ScalarType::Int8, -1, true);
+    expect_refused("q5_0 int8 values", kLinear, block_linear_args(x, signed_q, kBlockFormats[0], nullptr), "qweight");
+    Args no_scales;
+    QWeight w = random_weight("q4_0", 8, 64, 32);
+    no_scales.tensor(x).tensor(w.q).none().none().none().str("q4_0").i(32).str("float32");
+    expect_refused("q4_0 without scales", kLinear, no_scales, "q4_0 needs scales");
   }
   {  // a bias of the wrong length
     QWeight w = random_weight("q8_0", 8, 64, 32);

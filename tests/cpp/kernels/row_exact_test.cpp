@@ -169,5 +169,45 @@ KILN_TEST(row_exact_quantized_linear) {
   }
 }
 
+// The block formats: decode steps (gemv_blocks) up to 16 rows, the f32 GEMM over decoded blocks above. K = 512: two
+// K-quant blocks, 16 of 32; N = 130: five panels of 32 (a short last one), and small enough for the reference, which
+// decodes every weight for every row, to stay quick.
+KILN_TEST(row_exact_quantized_block_formats) {
+  constexpr int64_t k = 512, n = 130;
+  struct Format {
+    const char* name;
+    int64_t elements, bytes, half_at;
+  };
+  for (const Format& f : {Format{"q5_0", 32, 22, 0}, Format{"q5_1", 32, 24, 0}, Format{"q4_k", 256, 144, 0},
+                          Format{"q5_k", 256, 176, 0}, Format{"q6_k", 256, 210, 208}}) {
+    TestTensor q({n, k / f.elements * f.bytes}, ScalarType::UInt8, -1, true);
+    uint8_t* p = q.t.data_as<uint8_t>();
+    for (int64_t i = 0; i < q.numel(); ++i) p[i] = static_cast<uint8_t>(next_random());
+    for (int64_t b = 0; b < n * (k / f.elements); ++b) {
+      // Small normal float16 scales (and mins: bytes 2..3 of q5_1, q4_k, q5_k), either sign.
+      for (int64_t at : {f.half_at, f.half_at + 2}) {
+        if (at == f.half_at + 2 && (std::string(f.name) == "q5_0" || std::string(f.name) == "q6_k")) continue;
+        const uint16_t h =
+            static_cast<uint16_t>((uniform_int(0, 1) << 15) | (uniform_int(3, 6) << 10) | uniform_int(0, 1023));
+        p[b * f.bytes + at] = static_cast<uint8_t>(h & 0xff);
+        p[b * f.bytes + at + 1] = static_cast<uint8_t>(h >> 8);
+      }
+    }
+    TestTensor b = TestTensor::random({n}, true);
+    const MakeArgs make = [&](TestTensor& xi) {
+      Args a;
+      a.tensor(xi).tensor(q).none().none().tensor(b).str(f.name).i(f.elements).str("float32");
+      return a;
+    };
+    const std::string what = format("quantized %s", f.name);
+    TestTensor x = TestTensor::random({kMaxM, k});
+    expect_rows_exact(what, "kiln_quantized::linear.default", x, k, n, kQuantizedExactRows, make);
+    x.f()[2 * k + 7] = std::numeric_limits<float>::infinity();
+    x.f()[5 * k + 100] = 3e36f;
+    expect_rows_exact(what + " with inf and 3e36 rows", "kiln_quantized::linear.default", x, k, n, kQuantizedExactRows,
+                      make);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test

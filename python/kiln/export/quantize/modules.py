@@ -3,10 +3,10 @@
 The operators (libkiln_quantized.so.0; docs/quantization.md)
 -------------------------------------------------------------
 
-    kiln_quantized::linear(Tensor input, Tensor qweight, Tensor scales, Tensor? mins, Tensor? bias,
+    kiln_quantized::linear(Tensor input, Tensor qweight, Tensor? scales, Tensor? mins, Tensor? bias,
                            str scheme, int group_size, str compute="float32") -> Tensor
         = input @ W^T + bias, with W [N, K] decoded from (qweight, scales, mins)
-    kiln_quantized::embedding(Tensor qweight, Tensor scales, Tensor? mins, Tensor indices,
+    kiln_quantized::embedding(Tensor qweight, Tensor? scales, Tensor? mins, Tensor indices,
                               str scheme, int group_size) -> Tensor
         = W[indices]  ([*indices.shape, K])
 
@@ -25,6 +25,19 @@ group_size 32 the three schemes are GGUF's Q8_0, Q4_0 and Q4_1 bit for bit (a
 GGUF file's blocks go in without re-quantization, and decode to exactly what
 gguf.quants.dequantize gives). Group sizes: 32, 64, 128 (any multiple of 32 that
 divides K); q8_0 also takes group_size == K (one scale per output channel, any K).
+
+GGUF's other block formats are kept whole: qweight uint8 [N, K / B * bytes] holds
+each row's blocks byte for byte, scales and mins are None, group_size is B:
+
+    scheme  GGUF  B    bytes   element w = ...
+    q5_0    Q5_0  32   22      d * (q - 16)               q 5 bits
+    q5_1    Q5_1  32   24      d * q + m
+    q4_k    Q4_K  256  144     d * sc * q - dmin * m      8 sub-blocks of 32, 6-bit sc and m
+    q5_k    Q5_K  256  176     d * sc * q - dmin * m      q 5 bits
+    q6_k    Q6_K  256  210     d * sc * (q - 32)          16 sub-blocks of 16, int8 sc, q 6 bits
+
+(the byte layouts in extensions/quantized/quant.h; decoded by blocks.py, equal to
+gguf.quants.dequantize bit for bit). compute="int8" takes the three formats above only.
 
 `compute` is "float32" (the weights are decoded to float32 and multiplied with
 the float32 input) or "int8" (each row of the input is quantized to int8 per
@@ -64,15 +77,16 @@ The Python API
     from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight
         A GGUF tensor's raw blocks (gguf.ReaderTensor: data, tensor_type, and
         shape [out, in] in torch order, i.e. reversed(t.shape)) kept in their
-        own bits. Q4_0, Q4_1, Q8_0; anything else, or a block array whose size
-        does not match the shape, raises ValueError.
+        own bits. Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; anything else, a
+        row that is not whole blocks, or a block array whose size does not match
+        the shape, raises ValueError.
 
     QuantizedLinear(weight: QuantizedWeight, bias=None, compute="float32")
     QuantizedEmbedding(weight: QuantizedWeight)
         .linear(x): the tied output projection x @ W^T with the same tensors.
 
 For `kiln llm export`: build the Llama module with QuantizedLinear /
-QuantizedEmbedding made by from_gguf_blocks for the GGUF's Q4_0/Q4_1/Q8_0
+QuantizedEmbedding made by from_gguf_blocks for the GGUF's quantized
 tensors (float tensors stay nn.Linear), or build it in float32 and call
 quantize(model, "int8" | "int4") for --quantize.
 """
@@ -88,21 +102,26 @@ import torch
 from torch import nn
 
 from . import ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
-from .ops import SCHEMES, check_layout, decode
+from .blocks import BLOCK_FORMATS
+from .ops import SCHEMES, SPLIT_SCHEMES, check_layout, decode, row_length  # noqa: F401  (SCHEMES: the API)
 
-# ggml type id -> (GGUF name, scheme, bytes per block of 32)
+# ggml type id -> (GGUF name, scheme, bytes per block); blocks of 32 elements, of 256 for the K-quants
 GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20),
-                                               8: ("Q8_0", "q8_0", 34)}
+                                               8: ("Q8_0", "q8_0", 34),
+                                               **{tid: (name, scheme, nbytes)
+                                                  for tid, (name, scheme, _, nbytes) in BLOCK_FORMATS.items()}}
 
 # User-facing names -> scheme.
 _ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
 
 
 def scheme_of(name: str) -> str:
+    """The scheme quantize() makes for a user's name (kiln quantizes to the split formats only; the
+    block formats come from GGUF files)."""
     scheme = _ALIASES.get(name, name)
-    if scheme not in SCHEMES:
+    if scheme not in SPLIT_SCHEMES:
         raise ValueError(f"unknown quantization scheme {name!r}; expected one of "
-                         f"{', '.join(list(_ALIASES) + list(SCHEMES))}")
+                         f"{', '.join(list(_ALIASES) + list(SPLIT_SCHEMES))}")
     return scheme
 
 
@@ -121,8 +140,7 @@ class QuantizedWeight:
 
     @property
     def shape(self) -> Tuple[int, int]:
-        n, cols = self.qweight.shape
-        return n, cols * 2 if self.scheme != "q8_0" else cols
+        return self.qweight.shape[0], row_length(self.qweight, self.scheme)
 
     @property
     def nbytes(self) -> int:
@@ -209,17 +227,21 @@ def from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight:
         raise ValueError(f"GGUF type {_ggml_type_name(ggml_type)} is not supported; supported: "
                          f"{', '.join(name for name, _, _ in GGUF_TYPES.values())}")
     name, scheme, block_bytes = GGUF_TYPES[ggml_type]
+    elements = BLOCK_FORMATS[ggml_type][2] if ggml_type in BLOCK_FORMATS else 32
     shape = tuple(int(s) for s in shape)
-    if len(shape) != 2 or shape[0] <= 0 or shape[1] <= 0 or shape[1] % 32:
-        raise ValueError(f"a {name} tensor must be 2-D with rows a multiple of 32 elements, got shape {list(shape)}")
+    if len(shape) != 2 or shape[0] <= 0 or shape[1] <= 0 or shape[1] % elements:
+        raise ValueError(f"a {name} tensor must be 2-D with rows a multiple of {elements} elements, got shape "
+                         f"{list(shape)}")
     n, k = shape
     raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
-    expected = n * (k // 32) * block_bytes
+    expected = n * (k // elements) * block_bytes
     if raw.size != expected:
         raise ValueError(f"{name} tensor of shape {list(shape)} needs {expected} bytes of blocks "
-                         f"({n} rows x {k // 32} blocks x {block_bytes} bytes), got {raw.size}: "
+                         f"({n} rows x {k // elements} blocks x {block_bytes} bytes), got {raw.size}: "
                          "truncated or malformed")
+    if ggml_type in BLOCK_FORMATS:  # kept whole: one row of blocks per output feature
+        return QuantizedWeight(torch.from_numpy(raw.reshape(n, expected // n).copy()), None, None, scheme, elements)
     blocks = raw.reshape(n, k // 32, block_bytes)
     d = torch.from_numpy(blocks[:, :, 0:2].copy().view(np.float16).reshape(n, k // 32))
     if scheme == "q8_0":

@@ -14,20 +14,47 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-SCHEMES = ("q8_0", "q4_0", "q4_1")
+from .blocks import BLOCK_SIZES, decode_rows
+
+SPLIT_SCHEMES = ("q8_0", "q4_0", "q4_1")
+SCHEMES = SPLIT_SCHEMES + tuple(BLOCK_SIZES)
 COMPUTES = ("float32", "int8")
 
-LINEAR_SCHEMA = ("(Tensor input, Tensor qweight, Tensor scales, Tensor? mins, Tensor? bias, str scheme, "
+LINEAR_SCHEMA = ("(Tensor input, Tensor qweight, Tensor? scales, Tensor? mins, Tensor? bias, str scheme, "
                  "int group_size, str compute=\"float32\") -> Tensor")
-EMBEDDING_SCHEMA = ("(Tensor qweight, Tensor scales, Tensor? mins, Tensor indices, str scheme, "
+EMBEDDING_SCHEMA = ("(Tensor qweight, Tensor? scales, Tensor? mins, Tensor indices, str scheme, "
                     "int group_size) -> Tensor")
 
 
-def check_layout(qweight: torch.Tensor, scales: torch.Tensor, mins: Optional[torch.Tensor], scheme: str,
+def row_length(qweight: torch.Tensor, scheme: str) -> int:
+    """K of a quantized matrix's qweight (without checking it)."""
+    if scheme in BLOCK_SIZES:
+        elements, nbytes = BLOCK_SIZES[scheme]
+        return qweight.shape[1] // nbytes * elements
+    return qweight.shape[1] * (1 if scheme == "q8_0" else 2)
+
+
+def _check_blocks(qweight, scales, mins, scheme: str, group_size: int) -> int:
+    elements, nbytes = BLOCK_SIZES[scheme]
+    if qweight.dtype != torch.uint8 or qweight.dim() != 2 or qweight.shape[1] % nbytes:
+        raise ValueError(f"{scheme}: qweight must be a 2-D torch.uint8 tensor of whole {nbytes}-byte blocks per row, "
+                         f"got {qweight.dtype} {list(qweight.shape)}")
+    if scales is not None or mins is not None:
+        raise ValueError(f"{scheme}: the scales are inside the blocks; scales and mins must be None")
+    if group_size != elements:
+        raise ValueError(f"{scheme}: group_size must be {elements} (the block's elements), got {group_size}")
+    return row_length(qweight, scheme)
+
+
+def check_layout(qweight: torch.Tensor, scales: Optional[torch.Tensor], mins: Optional[torch.Tensor], scheme: str,
                  group_size: int) -> int:
     """Checks dtypes and shapes of one quantized matrix; returns K (its row length)."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown quantization scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    if scheme in BLOCK_SIZES:
+        return _check_blocks(qweight, scales, mins, scheme, group_size)
+    if scales is None:
+        raise ValueError(f"{scheme}: scales are required")
     want_q = torch.int8 if scheme == "q8_0" else torch.uint8
     if qweight.dtype != want_q or qweight.dim() != 2:
         raise ValueError(f"{scheme}: qweight must be a 2-D {want_q} tensor, got {qweight.dtype} "
@@ -59,6 +86,8 @@ def decode(qweight, scales, mins, scheme: str, group_size: int) -> torch.Tensor:
     """The float32 weights [N, K]: bit-exact to gguf.quants.dequantize for group_size 32."""
     k = check_layout(qweight, scales, mins, scheme, group_size)
     n = qweight.shape[0]
+    if scheme in BLOCK_SIZES:
+        return torch.from_numpy(decode_rows(qweight.numpy(), scheme))
     d = scales.to(torch.float32).repeat_interleave(group_size, dim=1) if n else scales.new_zeros((0, k)).float()
     if scheme == "q8_0":
         return qweight.to(torch.float32) * d
@@ -107,6 +136,8 @@ def _linear(input, qweight, scales, mins, bias, scheme, group_size, compute="flo
         raise ValueError(f"compute must be one of {', '.join(COMPUTES)}, got {compute!r}")
     if compute == "float32":
         return F.linear(input, decode(qweight, scales, mins, scheme, group_size), bias)
+    if scheme in BLOCK_SIZES:
+        raise ValueError(f"compute='int8' takes {', '.join(SPLIT_SCHEMES)} weights, not {scheme}")
     k = check_layout(qweight, scales, mins, scheme, group_size)
     y = _linear_int8(input.reshape(-1, k).float(), qweight, scales, mins, scheme, group_size)
     if bias is not None:
@@ -117,7 +148,8 @@ def _linear(input, qweight, scales, mins, bias, scheme, group_size, compute="flo
 def _embedding(qweight, scales, mins, indices, scheme, group_size):
     check_layout(qweight, scales, mins, scheme, group_size)
     flat = indices.reshape(-1)
-    rows = decode(qweight[flat], scales[flat], None if mins is None else mins[flat], scheme, group_size)
+    rows = decode(qweight[flat], None if scales is None else scales[flat], None if mins is None else mins[flat],
+                  scheme, group_size)
     return rows.reshape(*indices.shape, rows.shape[1])
 
 
@@ -133,8 +165,7 @@ def _linear_fake(input, qweight, scales, mins, bias, scheme, group_size, compute
 
 
 def _embedding_fake(qweight, scales, mins, indices, scheme, group_size):
-    k = qweight.shape[1] * (1 if scheme == "q8_0" else 2)
-    return scales.new_empty((*indices.shape, k), dtype=torch.float32)
+    return qweight.new_empty((*indices.shape, row_length(qweight, scheme)), dtype=torch.float32)
 
 
 _define("linear", LINEAR_SCHEMA, _linear, _linear_fake)

@@ -14,6 +14,8 @@ _OPS = {"kiln_quantized::linear.default": "linear", "kiln_quantized::embedding.d
 # Argument positions (the schemas of ops.py): qweight, scales, mins, scheme, group_size.
 _ARGS = {"linear": (1, 2, 3, 5, 6), "embedding": (0, 1, 2, 4, 5)}
 _ELEMENT_SIZE = {0: 4, 1: 8, 2: 8, 3: 4, 4: 1, 5: 2, 6: 2, 7: 1, 8: 1}  # by ScalarType code
+# (elements, bytes) per block of the block formats (blocks.py): qweight holds whole blocks.
+_BLOCKS = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
 
 
 @dataclass
@@ -79,8 +81,14 @@ def summarize(calls: Iterable[Tuple[str, Sequence[int]]], tensor, string, intege
         seen.add(q_key)
         use.weights += 1
         n, cols = q_sizes
-        use.float_bytes += n * (cols * 2 if scheme != "q8_0" else cols) * 4
-        for v in (q, scales) + ((mins,) if tensor(mins) is not None else ()):
+        if scheme in _BLOCKS:
+            k = cols // _BLOCKS[scheme][1] * _BLOCKS[scheme][0]
+        else:
+            k = cols * 2 if scheme != "q8_0" else cols
+        use.float_bytes += n * k * 4
+        for v in (q, scales, mins):
+            if tensor(v) is None:
+                continue
             dtype, sizes, _ = tensor(v)
             count = 1
             for s in sizes:

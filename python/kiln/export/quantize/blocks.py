@@ -1,0 +1,84 @@
+"""GGUF's block formats kept whole by kiln (q5_0, q5_1, q4_k, q5_k, q6_k): sizes and float32
+decoding with numpy (torch-free; the layouts are in extensions/quantized/quant.h).
+
+The decoding is ggml's float32 arithmetic: every product d * sc * q is exact, so
+the only rounding is q5_1's + m and the K-quants' - dmin * m, and the result is
+gguf.quants.dequantize's bit for bit (tests/test_quantized_blocks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import numpy as np
+
+# ggml type id -> (GGUF name, kiln scheme, elements per block, bytes per block)
+BLOCK_FORMATS: Dict[int, Tuple[str, str, int, int]] = {
+    6: ("Q5_0", "q5_0", 32, 22), 7: ("Q5_1", "q5_1", 32, 24),
+    12: ("Q4_K", "q4_k", 256, 144), 13: ("Q5_K", "q5_k", 256, 176), 14: ("Q6_K", "q6_k", 256, 210),
+}
+# kiln scheme -> (elements, bytes) per block
+BLOCK_SIZES: Dict[str, Tuple[int, int]] = {scheme: (e, b) for _, scheme, e, b in BLOCK_FORMATS.values()}
+
+
+def _half(b: np.ndarray) -> np.ndarray:
+    """[n, 2] uint8 -> [n, 1] float32 (little-endian float16)."""
+    return np.ascontiguousarray(b).view("<f2").astype(np.float32)
+
+
+def _k_scales(sc: np.ndarray):
+    """The 8 six-bit scales and mins of q4_k / q5_k blocks: sc [n, 12] -> two int32 [n, 8]."""
+    sc = sc.astype(np.int32)
+    lo, mid, hi = sc[:, 0:4], sc[:, 4:8], sc[:, 8:12]
+    scales = np.concatenate([lo & 63, (hi & 15) | ((lo >> 6) << 4)], axis=1)
+    mins = np.concatenate([mid & 63, (hi >> 4) | ((mid >> 6) << 4)], axis=1)
+    return scales, mins
+
+
+def decode_blocks(blocks: np.ndarray, scheme: str) -> np.ndarray:
+    """blocks uint8 [n, bytes per block] -> float32 [n, elements per block]."""
+    n = blocks.shape[0]
+    if scheme in ("q5_0", "q5_1"):
+        at = 2 if scheme == "q5_0" else 4
+        qh = np.ascontiguousarray(blocks[:, at:at + 4]).view("<u4").astype(np.int64)        # [n, 1]
+        high = (qh >> np.arange(32)) & 1                                                      # [n, 32]
+        qs = blocks[:, at + 4:at + 20].astype(np.int64)
+        q = np.concatenate([qs & 15, qs >> 4], axis=1) | (high << 4)
+        d = _half(blocks[:, 0:2])
+        if scheme == "q5_0":
+            return d * (q - 16).astype(np.float32)
+        return d * q.astype(np.float32) + _half(blocks[:, 2:4])
+    if scheme in ("q4_k", "q5_k"):
+        d, dmin = _half(blocks[:, 0:2]), _half(blocks[:, 2:4])
+        scales, mins = _k_scales(blocks[:, 4:16])
+        qs = blocks[:, 16:144] if scheme == "q4_k" else blocks[:, 48:176]
+        qs = qs.astype(np.int64).reshape(n, 4, 1, 32)
+        q = ((qs >> np.array([0, 4]).reshape(1, 1, 2, 1)) & 15).reshape(n, 8, 32)          # sub-block 2c, 2c+1
+        if scheme == "q5_k":
+            qh = blocks[:, 16:48].astype(np.int64).reshape(n, 1, 32)
+            q = q | (((qh >> np.arange(8).reshape(1, 8, 1)) & 1) << 4)
+        d1 = (d * scales.astype(np.float32))[:, :, None]
+        m1 = (dmin * mins.astype(np.float32))[:, :, None]
+        return (d1 * q.astype(np.float32) - m1).reshape(n, 256)
+    if scheme == "q6_k":
+        ql = blocks[:, 0:128].astype(np.int64).reshape(n, 2, 64)
+        qh = blocks[:, 128:192].astype(np.int64).reshape(n, 2, 1, 32)
+        low = np.concatenate([ql[..., :32] & 15, ql[..., 32:] & 15, ql[..., :32] >> 4, ql[..., 32:] >> 4], axis=-1)
+        high = ((qh >> (2 * np.arange(4)).reshape(1, 1, 4, 1)) & 3).reshape(n, 2, 128)
+        q = (low | (high << 4)).reshape(n, 16, 16) - 32
+        sc = blocks[:, 192:208].copy().view(np.int8).astype(np.float32)                      # [n, 16]
+        d = _half(blocks[:, 208:210])
+        return ((d * sc)[:, :, None] * q.astype(np.float32)).reshape(n, 256)
+    raise ValueError(f"{scheme!r} is not one of kiln's block formats ({', '.join(BLOCK_SIZES)})")
+
+
+def decode_rows(qweight: np.ndarray, scheme: str) -> np.ndarray:
+    """qweight uint8 [N, blocks * bytes] (one row of whole blocks per output feature) -> float32 [N, K]."""
+    elements, nbytes = BLOCK_SIZES[scheme]
+    n, cols = qweight.shape
+    if cols % nbytes:
+        raise ValueError(f"{scheme}: rows of {cols} bytes are not whole blocks of {nbytes} bytes")
+    if n == 0 or cols == 0:
+        return np.zeros((n, cols // nbytes * elements), dtype=np.float32)
+    w = decode_blocks(np.ascontiguousarray(qweight).reshape(-1, nbytes), scheme)
+    return w.reshape(n, cols // nbytes * elements)
