@@ -40,7 +40,8 @@ if(NOT "baseline" IN_LIST KILN_ISA_LEVELS)
 endif()
 # KILN_ISA_LEVELS_BUILT (CMakeLists.txt) keeps some of them: the others are neither compiled nor
 # dispatched to, and the runtime does not list them (isa_levels()), so it never claims a level it
-# lacks. Every target sees KILN_ISA_BUILT_<level> = 1 or 0 for every level of the list.
+# lacks: every target then sees KILN_ISA_LEVELS_LIMITED and KILN_ISA_BUILT_<level> = 1 or 0 for
+# every level of the list (runtime/include/kiln/cpu_list.h, KILN_ISA_IF_BUILT).
 if(KILN_ISA_LEVELS_BUILT)
   foreach(_level IN LISTS KILN_ISA_LEVELS_BUILT)
     if(NOT _level IN_LIST KILN_ISA_LEVELS)
@@ -52,14 +53,15 @@ if(KILN_ISA_LEVELS_BUILT)
     message(FATAL_ERROR "KILN_ISA_LEVELS_BUILT must hold baseline, every dispatch's fallback")
   endif()
   set(KILN_ISA_LEVELS ${KILN_ISA_LEVELS_BUILT})
+  add_compile_definitions(KILN_ISA_LEVELS_LIMITED)
+  foreach(_level IN LISTS _kiln_isa_all_levels)
+    if(_level IN_LIST KILN_ISA_LEVELS)
+      add_compile_definitions(KILN_ISA_BUILT_${_level}=1)
+    else()
+      add_compile_definitions(KILN_ISA_BUILT_${_level}=0)
+    endif()
+  endforeach()
 endif()
-foreach(_level IN LISTS _kiln_isa_all_levels)
-  if(_level IN_LIST KILN_ISA_LEVELS)
-    add_compile_definitions(KILN_ISA_BUILT_${_level}=1)
-  else()
-    add_compile_definitions(KILN_ISA_BUILT_${_level}=0)
-  endif()
-endforeach()
 message(STATUS "kiln: instruction-set levels for ${CMAKE_SYSTEM_PROCESSOR}: ${KILN_ISA_LEVELS}")
 
 set(KILN_ISA_UNIT_TEMPLATE "${CMAKE_CURRENT_LIST_DIR}/kiln_isa_unit.cpp.in")

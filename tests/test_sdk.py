@@ -89,6 +89,20 @@ def test_runtime_soname_and_exports():
                             for line in internal), internal
 
 
+def test_llm_library_exports():
+    """libkiln_llm.so.0 (extensions/llm/llm.map): kiln::llm's C++ API and the LLM C API's one entry
+    point in a node of its own, nothing of the standard library."""
+    symbols = subprocess.run(["nm", "-DC", "--defined-only", str(LIB / "libkiln_llm.so.0")],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    names = [line.split(" ", 2)[2] for line in symbols if line.strip()]
+    assert any(n.startswith("kiln::llm::Runner::") for n in names)
+    allowed = re.compile(r"^((typeinfo for |typeinfo name for |vtable for )?kiln::|KILN_LLM_0$|KILN_LLM_C_1$)")
+    leaked = [n for n in names if not allowed.match(n) and "@@KILN_LLM_C_1" not in n]
+    assert leaked == [], leaked[:20]
+    c_symbols = [n for n in names if "KILN_LLM_C_1" in n]
+    assert sorted(c_symbols) == ["KILN_LLM_C_1", "kiln_llm_get_api@@KILN_LLM_C_1"], c_symbols
+
+
 def test_extension_links_the_shared_runtime():
     ext = next(ROOT.glob("_kiln*.so"))
     dynamic = subprocess.run(["readelf", "-d", str(ext)], capture_output=True, text=True, check=True).stdout

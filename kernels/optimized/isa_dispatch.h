@@ -28,20 +28,13 @@ inline void log_isa_dispatch(Isa isa) noexcept {
 }
 }  // namespace kiln::kernels
 
-// The build defines KILN_ISA_BUILT_<level> as 1 for each level it compiles and 0 for the others
-// (cmake/KilnKernels.cmake, KILN_ISA_LEVELS_BUILT); a level not built has no tables to name.
-#ifndef KILN_ISA_BUILT_baseline
-#error "KILN_ISA_BUILT_<level> are defined by cmake/KilnKernels.cmake"
-#endif
-#define KILN_ISA_IF_BUILT(level, ...) KILN_ISA_IF_ARCH_EVAL_(KILN_ISA_BUILT_##level, __VA_ARGS__)
-
 // Per level of the list (cpu_list.h): `t` is the table's (Type, name, attribute).
 #define KILN_ISA_EXTERN_(Type, name, attr) attr extern const Type name;
 #define KILN_ISA_NAME_(Type, name, attr) name
 #define KILN_ISA_DECLARE_LEVEL_(t, Enum, level, arch, value, features, flags) \
-  KILN_ISA_IF_BUILT(level, namespace level{KILN_ISA_EXTERN_ t})
-#define KILN_ISA_CASE_LEVEL_(t, Enum, level, arch, value, features, flags)                                \
-  KILN_ISA_IF_BUILT(level, case ::kiln::Isa::Enum : ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Enum); \
+  KILN_ISA_IF_BUILT(level, arch, namespace level{KILN_ISA_EXTERN_ t})
+#define KILN_ISA_CASE_LEVEL_(t, Enum, level, arch, value, features, flags)                                      \
+  KILN_ISA_IF_BUILT(level, arch, case ::kiln::Isa::Enum : ::kiln::kernels::log_isa_dispatch(::kiln::Isa::Enum); \
                     return level::KILN_ISA_NAME_ t;)
 
 // Declares `name` in every level's namespace and defines `name_for(Isa)`,

@@ -19,14 +19,10 @@ struct LevelInfo {
   CpuFeatures features;
 };
 
-// this_arch: a level of this architecture that this build compiled (KILN_ISA_BUILT_<level>, defined
-// by cmake/KilnKernels.cmake; a build may leave levels out, KILN_ISA_LEVELS_BUILT).
-#ifndef KILN_ISA_BUILT_baseline
-#error "KILN_ISA_BUILT_<level> are defined by cmake/KilnKernels.cmake"
-#endif
+// this_arch: a level of this architecture that this build compiled (KILN_ISA_LEVELS_BUILT).
 constexpr LevelInfo kLevels[] = {
 #define KILN_LEVEL_INFO_(ctx, Enum, name, arch, value, features, flags) \
-  {Isa::Enum, #name, KILN_ISA_ARCH_##arch == 1 && KILN_ISA_BUILT_##name == 1, features},
+  {Isa::Enum, #name, KILN_ISA_LEVEL_BUILT(name, arch), features},
     KILN_ISA_LEVEL_LIST(KILN_LEVEL_INFO_, )
 #undef KILN_LEVEL_INFO_
 };

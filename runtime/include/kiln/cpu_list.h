@@ -63,3 +63,14 @@
 #define KILN_ISA_IF_ARCH_SELECT_(on, ...) KILN_ISA_IF_ARCH_##on(__VA_ARGS__)
 #define KILN_ISA_IF_ARCH_EVAL_(on, ...) KILN_ISA_IF_ARCH_SELECT_(on, __VA_ARGS__)
 #define KILN_ISA_IF_ARCH(arch, ...) KILN_ISA_IF_ARCH_EVAL_(KILN_ISA_ARCH_##arch, __VA_ARGS__)
+
+// KILN_ISA_IF_BUILT(level, arch, ...): the same for a level this build compiled. A build that leaves
+// levels out (CMake's KILN_ISA_LEVELS_BUILT) defines KILN_ISA_LEVELS_LIMITED and KILN_ISA_BUILT_<level>
+// as 1 or 0 for every level (cmake/KilnKernels.cmake); any other build has every level of its arch.
+#ifdef KILN_ISA_LEVELS_LIMITED
+#define KILN_ISA_IF_BUILT(level, arch, ...) KILN_ISA_IF_ARCH_EVAL_(KILN_ISA_BUILT_##level, __VA_ARGS__)
+#define KILN_ISA_LEVEL_BUILT(level, arch) (KILN_ISA_BUILT_##level == 1)
+#else
+#define KILN_ISA_IF_BUILT(level, arch, ...) KILN_ISA_IF_ARCH(arch, __VA_ARGS__)
+#define KILN_ISA_LEVEL_BUILT(level, arch) (KILN_ISA_ARCH_##arch == 1)
+#endif
