@@ -11,6 +11,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -255,6 +256,28 @@ def test_c_api_in_python_sees_the_same_registries(tmp_path_factory):
         print("same registries", n.value)
     """)
     assert "same registries" in proc.stdout
+
+
+def test_a_c_program_embedding_python_sees_one_registry(tmp_path_factory, tmp_path):
+    """The same from the other side: a C program (tests/c_api/embed_python.c) loads a plugin through
+    the C API, then the interpreter it embeds imports kiln and counts the same kernels, the plugin's
+    among them, in one runtime."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("this Python has no shared libpython to embed (built without --enable-shared)")
+    plugin = one_runtime_project(tmp_path_factory) / "libone_runtime_plugin.so"
+    lib_dir, py_lib_dir = Path(kiln.library_path()).parent, sysconfig.get_config_var("LIBDIR")
+    binary = tmp_path / "embed_python"
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", str(REPO / "tests" / "c_api" / "embed_python.c"),
+                    f"-I{kiln.include_dir()}", f"-I{sysconfig.get_paths()['include']}", f"-L{lib_dir}",
+                    "-l:libkiln.so.0", f"-Wl,-rpath,{lib_dir}", f"-L{py_lib_dir}",
+                    f"-lpython{sysconfig.get_python_version()}", f"-Wl,-rpath,{py_lib_dir}", "-o", str(binary)],
+                   check=True)
+    paths = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    env = {**clean_env(), "PYTHONHOME": sys.base_prefix, "PYTHONPATH": os.pathsep.join(sorted(paths))}
+    proc = subprocess.run([str(binary), str(plugin), PLUGIN_KERNEL], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Python:" in proc.stdout and "one runtime" in proc.stdout, proc.stdout
 
 
 def test_pkg_config_builds_the_c_example(exported, tmp_path):
