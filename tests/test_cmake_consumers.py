@@ -357,7 +357,7 @@ def test_components_unknown_fails_at_configure(components, tmp_path):
                      defines={"CMAKE_PREFIX_PATH": kiln.cmake_dir(), "KILN_COMPONENTS": components})
     log = one_line(proc.stdout + proc.stderr)
     assert proc.returncode != 0, log
-    assert "kiln has no component 'nonexistent_thing' (available: runtime;quantized;llm)" in log, log
+    assert "kiln has no component 'nonexistent_thing' (available: runtime;c;quantized;llm)" in log, log
     assert not (tmp_path / "build" / "build.ninja").exists()  # stopped at configure, nothing generated
 
 

@@ -149,4 +149,4 @@ def test_unknown_component_fails_naming_it(prefix, tmp_path):
                                                          "KILN_TEST_COMPONENT": "nope"})
     message = str(failure.value)
     assert "kiln has no component 'nope'" in message
-    assert "available: runtime;quantized;llm;example" in message
+    assert "available: runtime;c;quantized;llm;example" in message
