@@ -217,12 +217,16 @@ int main(int argc, char** argv) {
     for (kiln::Isa isa : kiln::supported_isas()) std::printf("%s\n", kiln::isa_name(isa));
     return 0;
   }
-  // kernel_tiers_test [--threads N] [FILTER]: the cases whose name holds FILTER, on 1 and 2 pool
-  // threads (or on N only: the default test tier runs the emulated aarch64 build on one).
+  // kernel_tiers_test [--threads N] [--skip PART]... [FILTER]: the cases whose name holds FILTER
+  // and no skipped PART, on 1 and 2 pool threads (or on N only). The default test tier runs the
+  // emulated aarch64 build on one thread and skips its costliest sweeps; the full tier runs all.
   const char* filter = "";
+  std::vector<const char*> skipped;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+    if (std::strcmp(argv[i], "--skip") == 0 && i + 1 < argc) {
+      skipped.push_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       thread_counts = {std::atoi(argv[++i])};
       if (thread_counts[0] < 1) {
         std::fprintf(stderr, "--threads takes a count of at least 1\n");
@@ -237,6 +241,9 @@ int main(int argc, char** argv) {
     kiln::set_num_threads(threads);
     for (const TestCase& t : tests()) {
       if (std::strstr(t.name, filter) == nullptr) continue;
+      bool skip = false;
+      for (const char* part : skipped) skip = skip || std::strstr(t.name, part) != nullptr;
+      if (skip) continue;
       g_current_test = t.name;
       const int failures = g_failures;
       const auto start = std::chrono::steady_clock::now();
