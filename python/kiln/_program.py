@@ -216,6 +216,16 @@ class Program:
         return self._native.packed_bytes
 
     @property
+    def packed_mapped_bytes(self) -> int:
+        """The part of packed_bytes used in place from the packed-weight cache file (docs/memory.md)."""
+        return self._native.packed_mapped_bytes
+
+    @property
+    def packed_cache_report(self) -> str:
+        """What happened to the packed-weight cache file ("" when no cache was asked for)."""
+        return self._native.packed_cache_report
+
+    @property
     def metadata_keys(self) -> list[str]:
         """Keys of the program's named metadata, in file order (docs/format.md, Metadata)."""
         return list(self._native.metadata_keys)
@@ -280,6 +290,22 @@ def _method_name(name) -> str:
     return name
 
 
+def _packed_cache_option(packed_cache) -> str:
+    """kiln.load's packed_cache as LoadOptions::packed_cache spells it."""
+    if packed_cache is None:
+        return ""  # KILN_PACKED_CACHE, else none
+    if packed_cache is True or packed_cache is False:
+        return "auto" if packed_cache else "off"
+    if isinstance(packed_cache, (str, os.PathLike)):
+        value = os.fsdecode(packed_cache)
+        if value == "":
+            raise InvalidArgument("kiln.load: packed_cache is an empty path (None: KILN_PACKED_CACHE; "
+                                  "False: no cache)")
+        return value
+    raise InvalidArgument(f"kiln.load: packed_cache must be a directory, True, False or None, "
+                          f"not {type(packed_cache).__name__}")
+
+
 def _check_load_options(max_memory_bytes, kernels, isa, mmap) -> None:
     if (not isinstance(max_memory_bytes, int) or isinstance(max_memory_bytes, bool)
             or not 1 <= max_memory_bytes < 2**64):
@@ -293,7 +319,7 @@ def _check_load_options(max_memory_bytes, kernels, isa, mmap) -> None:
 
 
 def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "",
-         mmap: bool = True) -> Program:
+         mmap: bool = True, packed_cache=None) -> Program:
     """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
 
     `max_memory_bytes` bounds what a method may plan (arenas, kernel scratch)
@@ -309,16 +335,24 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     memory the program owns instead. A bytes object is used in place when
     aligned; any other buffer is copied (docs/threads-and-files.md).
 
+    `packed_cache` (a directory, True for ~/.cache/kiln/packed, False for none;
+    default: KILN_PACKED_CACHE, else none) keeps the packed weights of a mapped
+    program in a file that every later load maps read-only: processes that load
+    the same file share one physical copy and skip packing (docs/memory.md).
+    A cache that cannot be used never fails the load; `packed_cache_report`
+    says what happened.
+
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.
     """
     _check_load_options(max_memory_bytes, kernels, isa, mmap)
+    cache = _packed_cache_option(packed_cache)
     if isinstance(source, (str, os.PathLike)):
-        return Program(_kiln.load_file(os.fsdecode(source), max_memory_bytes, kernels, isa, mmap))
+        return Program(_kiln.load_file(os.fsdecode(source), max_memory_bytes, kernels, isa, mmap, cache))
     try:
         memoryview(source)
     except TypeError:
         raise InvalidArgument(
             f"kiln.load takes a path, bytes or a buffer object, not {type(source).__name__}"
         ) from None
-    return Program(_kiln.load_buffer(source, max_memory_bytes, kernels, isa))
+    return Program(_kiln.load_buffer(source, max_memory_bytes, kernels, isa, cache))

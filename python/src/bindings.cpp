@@ -146,18 +146,20 @@ std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
 }
 
 kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
-                               bool map_file = true) {
+                               const std::string& packed_cache, bool map_file = true) {
   kiln::LoadOptions options;
   options.max_memory_bytes = max_memory_bytes;
   options.kernels = kernels;
   options.isa = isa;
+  options.packed_cache = packed_cache;
   options.map_file = map_file;
   return options;
 }
 
-PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa) {
+PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
+                      const std::string& packed_cache) {
   std::shared_ptr<Py_buffer> view = hold_buffer(obj);
-  kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa);
+  kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache);
   // Program::load_from_buffer borrows 64-byte aligned memory, which must not
   // change while the program lives. Only a bytes object is sure not to: a
   // read-only view (memoryview.toreadonly(), a read-only mmap) may still be
@@ -494,6 +496,8 @@ NB_MODULE(_kiln, m) {
           nb::rv_policy::take_ownership)
       .def_prop_ro("size_bytes", [](const PyProgram& p) { return p.program->size_bytes(); })
       .def_prop_ro("packed_bytes", [](const PyProgram& p) { return p.program->packed_bytes(); })
+      .def_prop_ro("packed_mapped_bytes", [](const PyProgram& p) { return p.program->packed_mapped_bytes(); })
+      .def_prop_ro("packed_cache_report", [](const PyProgram& p) { return p.program->packed_cache_report(); })
       .def_prop_ro("producer", [](const PyProgram& p) { return p.program->producer(); })
       .def_prop_ro("metadata_keys", [](const PyProgram& p) { return p.program->metadata_keys(); })
       .def("metadata",
@@ -561,8 +565,8 @@ NB_MODULE(_kiln, m) {
       .def("clear", &kiln::Profile::clear);
 
   m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
-                        const std::string& isa, bool map_file) {
-    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, map_file);
+                        const std::string& isa, bool map_file, const std::string& packed_cache) {
+    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache, map_file);
     kiln::Result<kiln::Program> program = [&] {
       nb::gil_scoped_release release;
       return kiln::Program::load(path, options);

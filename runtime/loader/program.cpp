@@ -8,6 +8,8 @@
 #include "kiln/registry.h"
 
 #include "executor/method_state.h"
+#include "executor/packed_cache_file.h"
+#include "kiln/log.h"
 #include "loader/program_data.h"
 
 namespace kiln {
@@ -65,6 +67,48 @@ Status resolve_kernel_options(const LoadOptions& options, internal::ProgramData*
   return Status::ok();
 }
 
+// LoadOptions::packed_cache (or KILN_PACKED_CACHE) for a mapped file: opens the cache file of this
+// file, program table, kiln and CPU features. A missing or refused one is written after the first
+// method load that packs; nothing here fails the load.
+void attach_packed_cache(internal::ProgramData& data) {
+  const char* env = std::getenv("KILN_PACKED_CACHE");
+  const std::string option = !data.options.packed_cache.empty() ? data.options.packed_cache : env ? env : "";
+  if (option.empty() || option == "0" || option == "off") return;
+  const internal::ProgramBytes::FileIdentity* id = data.bytes->file_identity();
+  if (id == nullptr) {
+    data.packed->set_cache_report("off: only a program loaded from a mapped file has a packed-weight cache");
+    return;
+  }
+  Result<std::string> directory = internal::packed_cache_directory(option);
+  if (!directory.ok()) {
+    log(LogLevel::Warning, "kiln: no packed-weight cache: %s", directory.status().message().c_str());
+    data.packed->set_cache_report("off: " + directory.status().message());
+    return;
+  }
+  internal::PackedCacheKey key;
+  key.device = id->device;
+  key.inode = id->inode;
+  key.size = id->size;
+  key.mtime_ns = id->mtime_ns;
+  key.ctime_ns = id->ctime_ns;
+  key.table_hash = internal::hash_bytes(data.bytes->structure(), data.bytes->structure_size());
+  key.cpu_features = isa_features(data.isa) & detected_cpu_features();
+  const std::string path = directory.value() + "/" + key.file_name();
+  auto opened = internal::PackedCacheFile::open(path, key);
+  std::string report;
+  if (opened.ok()) {
+    report = format("mapped %s (%zu packed constants)", path.c_str(), opened.value()->num_entries());
+  } else if (opened.status().code() == Error::NotFound) {
+    report = "no " + path + " yet";
+  } else {
+    report = "refused " + path + ": " + opened.status().message();
+    log(LogLevel::Warning, "kiln: packed-weight cache %s refused (%s); it will be written anew", path.c_str(),
+        opened.status().message().c_str());
+  }
+  data.packed->use_cache_file(data.bytes.get(), directory.value(), key,
+                              opened.ok() ? std::move(opened).value() : nullptr, std::move(report));
+}
+
 Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const LoadOptions& options,
                             Program (*make)(std::shared_ptr<const internal::ProgramData>)) {
   KILN_RETURN_IF_ERROR(prepare_runtime());
@@ -76,6 +120,7 @@ Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const
   if (!header.ok()) return header.status();
   data->header = header.value();
   KILN_RETURN_IF_ERROR(internal::verify_program(*data));
+  attach_packed_cache(*data);
   return make(std::move(data));
 }
 
@@ -133,6 +178,7 @@ Result<Method> Program::load_method(const std::string& name) const {
     if (data_->specs[i].name != name) continue;
     auto state = internal::MethodState::create(data_, i);
     if (!state.ok()) return Status(state.status()).with_context("loading method '" + name + "'");
+    data_->packed->write_cache_file();
     return Method(std::move(state).value());
   }
   return no_method(*data_, name);
@@ -141,6 +187,8 @@ Result<Method> Program::load_method(const std::string& name) const {
 size_t Program::size_bytes() const { return data_->bytes->size(); }
 
 uint64_t Program::packed_bytes() const { return data_->packed->total_bytes(); }
+uint64_t Program::packed_mapped_bytes() const { return data_->packed->mapped_bytes(); }
+std::string Program::packed_cache_report() const { return data_->packed->cache_report(); }
 
 std::string Program::producer() const {
   const auto* p = data_->program->producer();

@@ -148,6 +148,11 @@ Result<std::unique_ptr<ProgramBytes>> ProgramBytes::open_file(const std::string&
                        "'%s' is %zu bytes, shorter than its program table claims (it changed while loading?)",
                        path.c_str(), got.value());
   bytes->structure_size_ = structure;
+  const auto ns = [](const struct timespec& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+  };
+  bytes->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                      static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
   return bytes;
 }
 

@@ -38,6 +38,10 @@ Result<FileHeader> parse_header(const uint8_t* data, size_t size);
 // constant segments are used in place from the mapping.
 class ProgramBytes {
  public:
+  // What fstat said of a mapped file at open (the packed-weight cache's key).
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+  };
   // Opens `path` (a regular file; refused before any read otherwise) and maps
   // it, or with map_file = false reads all of it into memory it owns.
   static Result<std::unique_ptr<ProgramBytes>> open_file(const std::string& path, bool map_file);
@@ -60,6 +64,8 @@ class ProgramBytes {
   // bytes are a mapping of the file (they are read back from the file if
   // touched again); does nothing for owned or borrowed memory.
   void release_pages(const void* begin, size_t n) const;
+  // The mapped file's identity; null for owned or borrowed bytes.
+  const FileIdentity* file_identity() const { return kind_ == Kind::Mapped ? &identity_ : nullptr; }
 
  private:
   enum class Kind { Mapped, Owned, Borrowed };
@@ -69,6 +75,7 @@ class ProgramBytes {
   size_t size_;
   uint8_t* structure_ = nullptr;  // owned, mapped files only
   size_t structure_size_ = 0;
+  FileIdentity identity_;  // mapped files only
 };
 
 }  // namespace kiln::internal

@@ -112,7 +112,11 @@ KILN_API Status register_kernel(const KernelDef& def) noexcept;
 // "f32-gemm-b-nr32-transposed"). The bytes count against
 // LoadOptions::max_memory_bytes; when every byte of the source has been packed,
 // the source's pages of a memory-mapped file are released (they are read back
-// from the file if anything reads them again).
+// from the file if anything reads them again). With a packed-weight cache
+// (LoadOptions::packed_cache, docs/memory.md) the packed bytes may come from a
+// file written by another process, unpacked: so they must hold plain values (no
+// pointers), depend only on the source bytes and what `layout` names, and the
+// layout name (or the library's build id) must change when pack's output would.
 using PackFn = void (*)(const void* arg, void* dst);
 KILN_API Result<const void*> packed_constant(KernelContext& ctx, const Tensor& source, const char* layout, size_t bytes,
                                              PackFn pack, const void* arg) noexcept;

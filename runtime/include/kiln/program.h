@@ -63,6 +63,14 @@ struct LoadOptions {
   // false reads the whole file into memory the program owns, so that nothing
   // done to the file after load can affect the program (docs/threads-and-files.md).
   bool map_file = true;
+  // The packed-weight cache (docs/memory.md): a directory where the packed
+  // weights of a mapped program are written once and then mapped read-only by
+  // every later load of the same file, by this process or another, so that they
+  // hold one physical copy and skip packing. "1" or "auto": $XDG_CACHE_HOME/kiln/packed
+  // (else ~/.cache/kiln/packed); "0" or "off": none. Empty: the KILN_PACKED_CACHE
+  // environment variable, else none. A cache that cannot be used never fails the
+  // load: Program::packed_cache_report() says what happened.
+  std::string packed_cache;
 };
 
 // How one instruction of a loaded method is served.
@@ -107,6 +115,12 @@ class KILN_API Program {
   // Bytes of packed constants (prepacked weights) the loaded methods created,
   // shared by every method of this program.
   uint64_t packed_bytes() const;
+  // The part of packed_bytes() used in place from the packed-weight cache file
+  // (shared with every process that maps it), and what happened to that file:
+  // "" when no cache was asked for, else e.g. "mapped PATH (12 packed constants)"
+  // or "no PATH yet; wrote PATH (...)" or "refused PATH: why; wrote PATH (...)".
+  uint64_t packed_mapped_bytes() const;
+  std::string packed_cache_report() const;
 
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;
