@@ -10,6 +10,7 @@ Targets (tests/cpp/fuzz, built with clang and -fsanitize=fuzzer,address,undefine
   fuzz_load    program bytes -> loader and verifier
   fuzz_method  program bytes -> method load (kernels' prepare, packing, arenas, state)
   fuzz_run     program bytes + input bytes -> runs of the loaded methods
+  fuzz_packed_cache    packed-weight cache file bytes -> its reader (key and header hash taken as valid)
   fuzz_gguf            GGUF bytes -> the GGUF reader and the tokenizer from its metadata
   fuzz_tokenizer_json  tokenizer.json bytes -> the JSON reader and Tokenizer::from_json
   fuzz_llm_metadata    a method signature + kiln.llm.config + tokenizer.json -> Runner::load's checks
@@ -44,7 +45,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 REGRESSIONS = REPO / "tests" / "cpp" / "fuzz" / "regressions"
-PROGRAM_TARGETS = ["fuzz_load", "fuzz_method", "fuzz_run"]
+PROGRAM_TARGETS = ["fuzz_load", "fuzz_method", "fuzz_run", "fuzz_packed_cache"]
 LLM_TARGETS = ["fuzz_gguf", "fuzz_tokenizer_json", "fuzz_llm_metadata"]
 TARGETS = PROGRAM_TARGETS + LLM_TARGETS
 # The models of tests/models.py that make seeds (every operator family the tests export).
@@ -153,6 +154,15 @@ def make_seeds(programs: list[Path], seeds: Path) -> None:
         shutil.copyfile(program, seeds / "fuzz_method" / program.name)
         for m in range(len(kiln.load(program).method_names)):
             (seeds / "fuzz_run" / f"{program.stem}-{m}").write_bytes(run_input(program, m, seed=m))
+    # Packed-weight cache files: the programs loaded with a cache (those that pack something write one).
+    cache = seeds / "packed_cache_dir"
+    for program in programs:
+        loaded = kiln.load(program, packed_cache=cache)
+        for name in loaded.method_names:
+            loaded.load_method(name)
+    for i, path in enumerate(sorted(cache.glob("*.kpack")) if cache.exists() else []):
+        shutil.copyfile(path, seeds / "fuzz_packed_cache" / f"cache-{i}.kpack")
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 SEED_TOKENS = 400  # of SmolLM2's 49,152: seeds of a few KB, so that an execution takes microseconds

@@ -22,7 +22,8 @@ import kiln
 from conftest import REPO, SANITIZED_LEVELS, load_script
 
 pytestmark = pytest.mark.build_independent
-SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_gguf": 4, "fuzz_tokenizer_json": 4,
+SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_packed_cache": 3,
+           "fuzz_gguf": 4, "fuzz_tokenizer_json": 4,
            "fuzz_llm_metadata": 4}
 SEED_MODELS = ["mlp", "encoder", "tied", "two_methods", "dynamic_state", "mlp_dynamic_batch"]
 
