@@ -1,6 +1,8 @@
 """The kiln command: SDK locators, inspect, run, doctor (also as python -m kiln)."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -43,6 +45,23 @@ def test_inspect(exported):
     assert proc.returncode == 0, proc.stderr
     assert "method forward" in proc.stdout and "method encode" in proc.stdout
     assert "input  x: float32[3, 16]" in proc.stdout
+
+
+def test_inspect_load_times_and_the_packed_cache(exported, tmp_path):
+    """--load prints the load's parts and what the packed-weight cache did: the first load packs
+    and writes the cache, the second maps all of its packed weights from it."""
+    program = tmp_path / "mlp.kiln"
+    shutil.copyfile(exported("mlp")[0], program)  # the cache is keyed by the file's identity
+    cache = tmp_path / "cache"
+    runs = [kiln_cmd("inspect", str(program), "--load", "--packed-cache", str(cache)) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert re.search(r"^load: [0-9.]+ ms \(program [0-9.]+ ms, method forward [0-9.]+ ms\)$", proc.stdout,
+                         re.M), proc.stdout
+    first, second = (re.search(r"mapped from the cache: (\d+) of (\d+) bytes", p.stdout).groups() for p in runs)
+    assert first[0] == "0" and int(first[1]) > 0, runs[0].stdout
+    assert second[0] == second[1] == first[1], runs[1].stdout
+    assert "; wrote " in runs[0].stdout and f"packed-weight cache: mapped {cache}" in runs[1].stdout, runs[1].stdout
 
 
 def test_run_with_npy_inputs(exported, tmp_path):

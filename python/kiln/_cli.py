@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import time
 
 from . import _llm_cli
 
@@ -39,7 +40,10 @@ def _locate(flag: str) -> str:
 def _inspect(args) -> int:
     import kiln
 
-    prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "")
+    started = time.perf_counter()
+    prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "",
+                     packed_cache=args.packed_cache)
+    load_ms = {"program": (time.perf_counter() - started) * 1e3}
     print(f"{args.program}: {prog.size_bytes} bytes, producer {prog.producer or '?'}")
     quantized = _quantized_summaries(args.program)
     for name in prog.method_names:
@@ -52,11 +56,22 @@ def _inspect(args) -> int:
             print(f"  quantized weights: {quantized[name].saved()}")
             for line in quantized[name].lines():
                 print(f"    {line}")
-        ops = _print_kernels(prog, name, args.instructions)
+        ops = _print_kernels(prog, name, args.instructions, load_ms)
         if quantized is None and any(op.startswith("kiln_quantized::") for op in ops):
             print("  quantized weights: install the flatbuffers package (kiln[export]) to see their schemes")
     print(f"packed weights: {prog.packed_bytes} bytes")
+    if args.load:
+        _print_load(prog, load_ms)
     return 0
+
+
+def _print_load(prog, load_ms: dict) -> None:
+    """Where loading spent its time: the program (map, verify, open the packed-weight cache) and each
+    method (resolve kernels, pack their weights or take them from the cache, plan memory)."""
+    parts = ", ".join(f"{what} {ms:.1f} ms" for what, ms in load_ms.items())
+    print(f"load: {sum(load_ms.values()):.1f} ms ({parts})")
+    print(f"  packed weights mapped from the cache: {prog.packed_mapped_bytes} of {prog.packed_bytes} bytes")
+    print(f"  packed-weight cache: {prog.packed_cache_report or 'not asked for (--packed-cache, KILN_PACKED_CACHE)'}")
 
 
 def _quantized_summaries(path):
@@ -70,12 +85,15 @@ def _quantized_summaries(path):
         return {}
 
 
-def _print_kernels(prog, name: str, every_instruction: bool) -> set:
-    """Which kernel (library, tier) serves each instruction of a loaded method; returns the operators."""
+def _print_kernels(prog, name: str, every_instruction: bool, load_ms: dict) -> set:
+    """Which kernel (library, tier) serves each instruction of a loaded method; returns the operators.
+    Adds the method's load time to load_ms."""
     import kiln
 
+    started = time.perf_counter()
     try:
         method = prog.load_method(name)
+        load_ms[f"method {name}"] = (time.perf_counter() - started) * 1e3
     except kiln.KilnError as e:
         print(f"  kernels: cannot load the method: {type(e).__name__}: {e}")
         return set()
@@ -449,6 +467,10 @@ def _main(argv) -> int:
     p.add_argument("--instructions", action="store_true", help="list the kernel of every instruction")
     p.add_argument("--kernels", choices=_tier_choices(), help="as LoadOptions / KILN_KERNELS")
     p.add_argument("--isa", help=f"as LoadOptions / KILN_ISA ({', '.join(_isa_choices())})")
+    p.add_argument("--load", action="store_true",
+                   help="time the load: the program (map, verify) and each method (kernels, packing)")
+    p.add_argument("--packed-cache", metavar="DIR",
+                   help="as kiln.load(packed_cache=DIR) / KILN_PACKED_CACHE (docs/memory.md)")
     p = sub.add_parser("run", help="run a method on .npy inputs (or random ones) and print the outputs")
     p.add_argument("program")
     p.add_argument("inputs", nargs="*", help=".npy files, one per input")
