@@ -22,6 +22,7 @@ from conftest import clean_env
 # Fields of the cache file's header (runtime/executor/packed_cache_file.cpp).
 VERSION_OFFSET = 8
 CPU_FEATURES_OFFSET = 64
+KILN_VERSION_OFFSET = 72  # 24 bytes, NUL-padded
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +117,10 @@ def damage_version(data: bytearray):
     struct.pack_into("<I", data, VERSION_OFFSET, 2)
 
 
+def damage_kiln_version(data: bytearray):
+    data[KILN_VERSION_OFFSET:KILN_VERSION_OFFSET + 24] = b"0.0.1".ljust(24, b"\0")
+
+
 def damage_cpu_features(data: bytearray):
     (features,) = struct.unpack_from("<Q", data, CPU_FEATURES_OFFSET)
     struct.pack_into("<Q", data, CPU_FEATURES_OFFSET, features ^ 1)
@@ -126,6 +131,7 @@ def damage_cpu_features(data: bytearray):
     (damage_data_byte, "mapped .*; the copy of .* was corrupted"),
     (damage_table_byte, "refused .*: its header or entry table is corrupted"),
     (damage_version, "refused .*: it has cache format 2"),
+    (damage_kiln_version, "refused .*: it was written by kiln 0.0.1 \\(this is kiln "),
     (damage_cpu_features, "refused .*: it was written for other CPU features"),
 ])
 def test_a_damaged_cache_is_noticed_not_used_and_written_anew(program_path, mlp_file, tmp_path, damage, reason):
