@@ -61,12 +61,15 @@ def _tool(name: str) -> str:
     return path
 
 
-def build(build_dir: Path, targets: list[str], levels: str = "") -> Path:
-    """Configures (once per `levels`) and builds the fuzz targets; returns the directory holding them.
-    `levels`: the instruction-set levels to compile (KILN_ISA_LEVELS_BUILT, e.g. "baseline"; empty:
-    all of them). The tests build the baseline level only: the sanitized build of every level is the
-    costliest build they make, and the fuzz targets reach the levels' microkernels through the same
-    operator code (the kernel harness compares every level with the reference)."""
+def build(build_dir: Path, targets: list[str], levels: str = "", optimize: str = "-O1") -> Path:
+    """Configures (once per `levels` and `optimize`) and builds the fuzz targets; returns the directory
+    holding them. `levels`: the instruction-set levels to compile (KILN_ISA_LEVELS_BUILT, e.g.
+    "baseline"; empty: all of them). The tests build the baseline level only: the sanitized build of
+    every level is the costliest build they make, and the fuzz targets reach the levels' microkernels
+    through the same operator code (the kernel harness compares every level with the reference).
+    `optimize`: -O1 for long runs (two to three times the executions per second); the tests' runs of
+    seconds take -O0, which compiles in a quarter of the time (the microkernels' unrolled templates
+    cost the most at -O1) and finds the same kinds of errors."""
     clang = shutil.which("clang++-19") or shutil.which("clang++")
     if clang is None:
         sys.exit("fuzz.py: libFuzzer needs clang (Debian: clang-19 libclang-rt-19-dev; scripts/setup.sh installs them)")
@@ -76,13 +79,16 @@ def build(build_dir: Path, targets: list[str], levels: str = "") -> Path:
     if (ccache_dir / "ccache.conf").exists() and shutil.which("ccache"):
         env["CCACHE_DIR"] = str(ccache_dir)
         launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    flags = f"{optimize} -gline-tables-only"
     cache = build_dir / "CMakeCache.txt"
-    if not cache.exists() or f"KILN_ISA_LEVELS_BUILT:STRING={levels}\n" not in cache.read_text():
+    configured = cache.read_text() if cache.exists() else ""
+    if (f"KILN_ISA_LEVELS_BUILT:STRING={levels}\n" not in configured
+            or f"CMAKE_CXX_FLAGS:STRING={flags}\n" not in configured):
         subprocess.run([_tool("cmake"), "-S", str(REPO), "-B", str(build_dir), "-G", "Ninja",
                         f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", f"-DCMAKE_CXX_COMPILER={clang}",
                         "-DKILN_BUILD_PYTHON=OFF", "-DKILN_BUILD_SHARED=OFF", "-DKILN_BUILD_TESTS=ON",
                         "-DKILN_SANITIZE=fuzzer", "-DCMAKE_BUILD_TYPE=None",
-                        "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only", f"-DKILN_ISA_LEVELS_BUILT={levels}", *launcher],
+                        f"-DCMAKE_CXX_FLAGS={flags}", f"-DKILN_ISA_LEVELS_BUILT={levels}", *launcher],
                        check=True, stdout=subprocess.DEVNULL, env=env)
     subprocess.run([_tool("cmake"), "--build", str(build_dir), "--target", *targets], check=True,
                    stdout=subprocess.DEVNULL, env=env)
@@ -299,11 +305,15 @@ def main(argv=None) -> int:
     parser.add_argument("--no-build", action="store_true", help="use the targets already built")
     parser.add_argument("--levels", default="",
                         help="instruction-set levels to compile, ';'-separated (default: every level)")
+    parser.add_argument("--optimize", default="-O1", help="the compiler's optimization flag (default -O1)")
     parser.add_argument("libfuzzer_args", nargs="*", help="passed to libFuzzer (after --)")
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     work = args.work_dir or args.build_dir / "work"
-    binary = args.build_dir / "tests" / "cpp" if args.no_build else build(args.build_dir, targets, args.levels)
+    if args.no_build:
+        binary = args.build_dir / "tests" / "cpp"
+    else:
+        binary = build(args.build_dir, targets, args.levels, args.optimize)
 
     failed = False
     for target in targets:

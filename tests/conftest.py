@@ -133,6 +133,9 @@ CCACHE_CONFIG = REPO / "build" / "ccache" / "ccache.conf"  # written by scripts/
 # level's microkernels are checked against the reference by the kernel harness (test_kernel_tiers.py,
 # every level of this CPU, and under GCC's ASan in the full tier). Every level would triple their cost.
 SANITIZED_LEVELS = "baseline"
+# The clang fuzz/ASan build's optimization (scripts/fuzz.py): -O0 compiles it in a quarter of -O1's time;
+# the tests fuzz for seconds, and ASan and UBSan report the same errors at either level.
+SANITIZED_OPTIMIZE = "-O0"
 
 
 def with_ccache(env: dict) -> tuple:

@@ -19,7 +19,7 @@ import pytest
 
 import kiln
 
-from conftest import REPO, SANITIZED_LEVELS, load_script
+from conftest import REPO, SANITIZED_LEVELS, SANITIZED_OPTIMIZE, load_script
 
 pytestmark = pytest.mark.build_independent
 SECONDS = {"fuzz_load": 4, "fuzz_method": 4, "fuzz_run": 8, "fuzz_packed_cache": 3,
@@ -37,7 +37,7 @@ def fuzzers():
         pytest.skip("libFuzzer needs clang (Debian clang-19 and libclang-rt-19-dev; scripts/setup.sh installs them "
                     "when it runs as root)")
     return fuzz.build(REPO / "build" / "fuzz", fuzz.TARGETS + ["fuzz_canary", "fuzz_memory_canary"],
-                      levels=SANITIZED_LEVELS)
+                      levels=SANITIZED_LEVELS, optimize=SANITIZED_OPTIMIZE)
 
 
 @pytest.fixture(scope="module")

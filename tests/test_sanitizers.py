@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SANITIZED_LEVELS, build_cmake_project, clean_env, full_tier, load_script
+from conftest import (REPO, SANITIZED_LEVELS, SANITIZED_OPTIMIZE, build_cmake_project, clean_env, full_tier,
+                      load_script)
 
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent
@@ -43,7 +44,8 @@ def sanitized(request) -> Path:
         return gcc_sanitized()
     if shutil.which("clang++-19") is None and shutil.which("clang++") is None:
         return gcc_sanitized()  # no clang here: GCC's build is the only one
-    return load_script("fuzz").build(REPO / "build" / "fuzz", list(PROGRAMS), levels=SANITIZED_LEVELS)
+    return load_script("fuzz").build(REPO / "build" / "fuzz", list(PROGRAMS), levels=SANITIZED_LEVELS,
+                                     optimize=SANITIZED_OPTIMIZE)
 
 
 def sanitizer_env():
