@@ -264,3 +264,56 @@ def test_a_counter_advanced_by_a_dynamic_size(torch, tmp_path):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w.numpy())
+
+
+CHILD_MEASURES_THE_CACHE = """
+import sys
+import numpy as np
+import kiln
+
+def anon_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+before = anon_kib()
+method = kiln.load(sys.argv[1]).method("forward")
+rows = np.array([5, 9000], np.int64)
+values = np.arange(2 * 1024, dtype=np.float32).reshape(2, 1024)
+(got,) = method(rows, values, np.array([5, 9000, 100], np.int64))
+assert np.array_equal(got[:2], values) and not got[2].any(), got
+written = anon_kib()
+method.reset_state()
+(got,) = method(np.array([7], np.int64), values[:1], np.array([5, 9000, 7], np.int64))
+assert not got[:2].any() and np.array_equal(got[2], values[0]), got
+print(written - before)
+"""
+
+
+def test_a_zero_state_costs_only_the_pages_written(torch, tmp_path):
+    """A zero-initialized buffer (a KV cache) is committed page by page as calls write it, and reset
+    gives its pages back: loading a 64 MiB cache and writing two rows holds a few pages, not 64 MiB,
+    and the rows written before the reset read as zero after it."""
+    import subprocess
+    import sys
+
+    from kiln.export import export
+
+    class RowCache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(16384, 1024))  # 64 MiB of float32
+
+        def forward(self, write_rows, values, read_rows):
+            self.cache.index_copy_(0, write_rows, values)
+            return self.cache.index_select(0, read_rows)
+
+    path = tmp_path / "row_cache.kiln"
+    written, read = torch.export.Dim("written", max=64), torch.export.Dim("read", max=64)
+    export(RowCache(), (torch.tensor([1, 2]), torch.ones(2, 1024), torch.tensor([1, 2, 3])), path,
+           dynamic_shapes=({0: written}, {0: written}, {0: read}))
+    proc = subprocess.run([sys.executable, "-c", CHILD_MEASURES_THE_CACHE, str(path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    grown_mib = int(proc.stdout.split()[-1]) / 1024
+    print(f"{grown_mib:.1f} MiB")
+    assert grown_mib < 24, f"loading and writing two rows of a 64 MiB cache took {grown_mib:.1f} MiB"

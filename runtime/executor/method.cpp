@@ -28,6 +28,15 @@ bool same_sizes(Span<const int64_t> a, Span<const int64_t> b) {
   return true;
 }
 
+bool all_zero(const uint8_t* p, size_t n) {
+  static const uint8_t zeros[4096] = {};
+  for (size_t done = 0; done < n; done += sizeof(zeros)) {
+    size_t chunk = n - done < sizeof(zeros) ? n - done : sizeof(zeros);
+    if (std::memcmp(p + done, zeros, chunk) != 0) return false;
+  }
+  return true;
+}
+
 // Python semantics for // and % (floor), as torch.export's symbolic ints use.
 Status run_int_op(Step& step) {
   using K = schema::IntOpKind;
@@ -203,7 +212,7 @@ Status MethodState::build_values() {
         if (t.storage() == TensorStorage::State) {
           // verify_program: the segment holds the initial [offset, offset + nbytes).
           const schema::Segment* seg = program->program->segments()->Get(t.segment());
-          state.push_back({&tensor, program->segments_base() + seg->offset() + t.segment_offset(), Tensor()});
+          state.push_back({&tensor, program->segments_base() + seg->offset() + t.segment_offset(), Tensor(), false});
         }
         tensor.reset(data, sizes, dtype, nbytes);
         out.kind = kiln::ValueKind::Tensor;
@@ -251,7 +260,17 @@ Status MethodState::build_values() {
       default: out.kind = kiln::ValueKind::None; break;
     }
   }
-  for (StateInit& st : state) st.declared = *st.tensor;
+  for (size_t i = 0; i < state.size(); ++i) {
+    StateInit& st = state[i];
+    st.declared = *st.tensor;
+    // The exporter deduplicates initial values, so the caches of every layer usually share one
+    // segment: it is scanned once.
+    const StateInit* same = nullptr;
+    for (size_t j = 0; j < i && same == nullptr; ++j) {
+      if (state[j].initial == st.initial && state[j].declared.capacity() >= st.declared.capacity()) same = &state[j];
+    }
+    st.zero_initial = same != nullptr ? same->zero_initial : all_zero(st.initial, st.declared.capacity());
+  }
   // Each IntValueList: its storage in list_ints, and one IntRef per item (in
   // int_refs, ranged by list_refs) that refreshes it from its Int value.
   size_t next_int = 0;
@@ -528,7 +547,12 @@ Status MethodState::plan_scratch(int workers) {
 void MethodState::reset_state() {
   for (StateInit& st : state) {
     *st.tensor = st.declared;  // a kernel may have resized it within its capacity
-    if (st.tensor->capacity() > 0) std::memcpy(st.tensor->data(), st.initial, st.tensor->capacity());
+    if (st.tensor->capacity() == 0) continue;
+    if (st.zero_initial) {
+      zero_pages(st.tensor->data(), st.tensor->capacity());  // the state lives in an arena: allocate_pages
+    } else {
+      std::memcpy(st.tensor->data(), st.initial, st.tensor->capacity());
+    }
   }
 }
 

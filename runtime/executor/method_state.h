@@ -106,7 +106,8 @@ struct MethodState {
   struct StateInit {
     Tensor* tensor;
     const uint8_t* initial;
-    Tensor declared;  // the tensor as loaded: data, sizes and capacity
+    Tensor declared;    // the tensor as loaded: data, sizes and capacity
+    bool zero_initial;  // reset by zero_pages: a KV cache holds only the pages written since
   };
   std::vector<StateInit> state;
 
