@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPO, SANITIZED_LEVELS, SANITIZED_OPTIMIZE, build_cmake_project, clean_env, full_tier,
-                      load_script)
+from conftest import REPO, SANITIZED_LEVELS, SANITIZED_OPTIMIZE, build_cmake_project, clean_env, full_tier, load_script
 
 BUILD = REPO / "build" / "sanitize"  # kept between runs: the sanitized build takes minutes
 pytestmark = pytest.mark.build_independent

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/half.h"
 #include "common/kernel_args.h"
 
 namespace kiln {
@@ -73,28 +74,7 @@ constexpr int64_t kMaxBlockElements = 256;
 // "float32": decoded weights times float32 inputs; "int8": inputs quantized per 32-block at run time.
 enum class Compute { Float32, Int8 };
 
-// IEEE binary16 -> float, exact (normals, subnormals, infinities, NaN).
-inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalize
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+using kernels::half_to_float;  // common/half.h: exact for every float16
 
 inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 

@@ -70,7 +70,7 @@ Status sdpa_args(const char* op, Inputs in, Outputs out, SdpaArgs* a) {
   KILN_CHECK_OR_RETURN((nd == 3 || nd == 4) && k->dim() == nd && v->dim() == nd, KernelFailure,
                        "%s: query, key and value must all be 3-D or 4-D, got %s, %s and %s", op, describe(*q).c_str(),
                        describe(*k).c_str(), describe(*v).c_str());
-  a->q = q, a->k = k, a->v = v, a->mask = nullptr, a->rows = nullptr;
+  a->q = q, a->k = k, a->v = v, a->mask = nullptr, a->rows = nullptr, a->cache_dtype = q->dtype();
   a->b = nd == 4 ? q->size(0) : 1;
   a->h = q->size(-3), a->l = q->size(-2), a->e = q->size(-1);
   a->hkv = k->size(-3), a->s = k->size(-2), a->ev = v->size(-1);
@@ -100,8 +100,13 @@ Status sdpa_rows_args(const char* op, Inputs in, Outputs out, SdpaArgs* a) {
   Tensor& y = *out[0];
   KILN_CHECK_OR_RETURN(q->dtype() == ScalarType::Float32 || q->dtype() == ScalarType::Float64, KernelFailure,
                        "%s: query must be f32 or f64, got %s", op, describe(*q).c_str());
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *q, "query", *k, "k_cache"));
-  KILN_RETURN_IF_ERROR(check_same_dtype(op, *q, "query", *v, "v_cache"));
+  // A 16-bit cache under a float32 query: both caches of that dtype; else both of the query's.
+  const bool compact_cache =
+      q->dtype() == ScalarType::Float32 && (k->dtype() == ScalarType::Float16 || k->dtype() == ScalarType::BFloat16);
+  const Tensor& dtype_of_caches = compact_cache ? *k : *q;
+  const char* dtype_from = compact_cache ? "k_cache" : "query";
+  KILN_RETURN_IF_ERROR(check_same_dtype(op, dtype_of_caches, dtype_from, *k, "k_cache"));
+  KILN_RETURN_IF_ERROR(check_same_dtype(op, dtype_of_caches, dtype_from, *v, "v_cache"));
   KILN_RETURN_IF_ERROR(check_same_dtype(op, *q, "query", y, "output"));
   KILN_CHECK_OR_RETURN(
       q->dim() == 4 && k->dim() == 2 && v->dim() == 2 && k->size(0) == v->size(0) && k->size(1) == q->size(3),
@@ -109,7 +114,7 @@ Status sdpa_rows_args(const char* op, Inputs in, Outputs out, SdpaArgs* a) {
       describe(*q).c_str(), describe(*k).c_str(), describe(*v).c_str());
   KILN_CHECK_OR_RETURN(rows->dtype() == ScalarType::Int64 && rows->dim() == 1, KernelFailure,
                        "%s: rows must be a 1-D i64 tensor, got %s", op, describe(*rows).c_str());
-  a->q = q, a->k = k, a->v = v, a->mask = nullptr;
+  a->q = q, a->k = k, a->v = v, a->mask = nullptr, a->cache_dtype = k->dtype();
   a->b = q->size(0), a->h = q->size(1), a->l = q->size(2), a->e = q->size(3), a->ev = v->size(1);
   KILN_CHECK_OR_RETURN(kv_heads > 0 && kv_heads <= a->h && a->h % kv_heads == 0, KernelFailure,
                        "%s: kv_heads %lld must divide the %lld query heads", op, static_cast<long long>(kv_heads),

@@ -21,6 +21,9 @@ struct SdpaArgs {
   // is row rows[(b * Hkv + h) * S + s] of each; every index was checked to be in [0, R).
   const int64_t* rows = nullptr;
   int64_t cache_rows = 0;  // R
+  // The caches' dtype: q's, or float16 / bfloat16 under a float32 query (a KV cache kept in 16 bits,
+  // widened to float exactly as each row is read).
+  ScalarType cache_dtype = ScalarType::Float32;
 };
 
 // Reads and checks (query, key, value, attn_mask, dropout_p (must be 0), is_causal, scale,

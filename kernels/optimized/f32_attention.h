@@ -41,6 +41,11 @@ struct AttentionTask {
   // of [0, cache_rows) reads row 0). Blocks of consecutive rows are read in place, others gathered.
   const int64_t* key_rows = nullptr;
   int64_t cache_rows = 0;
+  // With key_rows, caches kept in 16 bits instead of k and v: float16 (or bfloat16) bits, widened
+  // exactly into the gathered block.
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  bool bfloat16 = false;
 };
 
 // Per-thread scratch of a task, in bytes (64-byte aligned blocks); `rows`: room for a gathered key

@@ -1,6 +1,7 @@
 // Optimized float32 aten::scaled_dot_product_attention.default: the f32_attention microkernels over
 // tasks of up to kAttentionRowChunk query rows that share a key/value head (with GQA, the rows of all
-// the query heads of a group), in parallel. Nothing of size L x S is ever stored.
+// the query heads of a group), in parallel. Nothing of size L x S is ever stored. kiln::sdpa_rows
+// reads float32 caches in place, and float16 / bfloat16 caches widened a key block at a time.
 #include <algorithm>
 
 #include "common/sdpa_args.h"
@@ -75,8 +76,9 @@ Status run_attention(const char* op, const SdpaArgs& a, KernelContext& ctx, Outp
   const int64_t chunks = (group_rows + kAttentionRowChunk - 1) / kAttentionRowChunk;
   const auto attend = f32_attention_for(ctx.isa).attend;
   const float* qp = a.q->data_as<const float>();
-  const float* kp = a.k->data_as<const float>();
-  const float* vp = a.v->data_as<const float>();
+  const bool compact = a.cache_dtype == ScalarType::Float16 || a.cache_dtype == ScalarType::BFloat16;
+  const float* kp = compact ? nullptr : a.k->data_as<const float>();
+  const float* vp = compact ? nullptr : a.v->data_as<const float>();
   float* yp = y.data_as<float>();
   parallel_for(a.b * a.hkv * chunks, 1, [&](int64_t t0, int64_t t1) {
     float* scratch = static_cast<float*>(worker_scratch(ctx));
@@ -90,6 +92,10 @@ Status run_attention(const char* op, const SdpaArgs& a, KernelContext& ctx, Outp
         task.k = kp, task.v = vp;
         task.key_rows = a.rows + kv * a.s;
         task.cache_rows = a.cache_rows;
+        if (compact) {
+          task.k16 = a.k->data_as<const uint16_t>(), task.v16 = a.v->data_as<const uint16_t>();
+          task.bfloat16 = a.cache_dtype == ScalarType::BFloat16;
+        }
       } else {
         task.k = kp + kv * a.s * a.e;
         task.v = vp + kv * a.s * a.ev;
@@ -121,8 +127,10 @@ Status sdpa_rows_run(KernelContext& ctx, Inputs in, Outputs out) {
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "aten::scaled_dot_product_attention.default",
                             "f32,f32,f32|f32,f32,f32,f32|f32,f32,f32,bool", sdpa_run, sdpa_prepare, sdpa_release);
 KILN_REGISTER_TIERED_KERNEL(kTierOptimized, "kiln::sdpa_rows.default",
-                            "f32,f32,f32,i64|f32,f32,f32,i64,f32|f32,f32,f32,i64,bool", sdpa_rows_run,
-                            sdpa_rows_prepare, sdpa_release);
+                            "f32,f32,f32,i64|f32,f32,f32,i64,f32|f32,f32,f32,i64,bool|"
+                            "f32,f16,f16,i64|f32,f16,f16,i64,f32|f32,f16,f16,i64,bool|"
+                            "f32,bf16,bf16,i64|f32,bf16,bf16,i64,f32|f32,bf16,bf16,i64,bool",
+                            sdpa_rows_run, sdpa_rows_prepare, sdpa_release);
 
 }  // namespace optimized
 }  // namespace kernels

@@ -212,6 +212,13 @@ Status index_put_run(KernelContext&, Inputs in, Outputs out) {
   KILN_RETURN_IF_ERROR(resize_output(op, &y, self_sizes.span()));
   if (!in_place) copy_elements(y.data(), x->data(), x->numel(), element_size(x->dtype()));
   if (p.result.numel() == 0) return Status::ok();
+  if (x->dtype() == ScalarType::Float16 || x->dtype() == ScalarType::BFloat16) {
+    // A 16-bit KV cache written (kiln.llm.model): stores are copies of the bits; sums would need float16 math.
+    KILN_CHECK_OR_RETURN(!accumulate, KernelFailure, "%s: accumulate=True into %s is not supported", op,
+                         describe(*x).c_str());
+    put_typed<uint16_t>(p, *values, y, false);
+    return Status::ok();
+  }
   const bool ok = dispatch_all(x->dtype(), [&](auto tag) { put_typed<decltype(tag)>(p, *values, y, accumulate); });
   KILN_CHECK_OR_RETURN(ok, KernelFailure, "%s: unsupported dtype %s", op, describe(*x).c_str());
   return Status::ok();

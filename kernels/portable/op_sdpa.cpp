@@ -1,11 +1,13 @@
 // aten::scaled_dot_product_attention.default as one kernel: softmax(q k^T * scale + mask) v with an
 // online (running-max) softmax, so no score buffer is needed; the output row is the accumulator.
 // Shapes and masks: common/sdpa_args.h. A row with every position masked gives zeros, as PyTorch's
-// CPU kernel does. dropout_p must be 0.
+// CPU kernel does. dropout_p must be 0. kiln::sdpa_rows's caches may be float16 or bfloat16 under a
+// float32 query: each element is widened exactly as it is read.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "common/half.h"
 #include "common/sdpa_args.h"
 
 namespace kiln {
@@ -13,11 +15,25 @@ namespace kernels {
 namespace portable {
 namespace {
 
-template <typename T>
+// How a key or value element of type C is read.
+struct Wide {
+  template <typename C>
+  static double get(C x) {
+    return static_cast<double>(x);
+  }
+};
+struct FromHalf {
+  static double get(uint16_t h) { return half_to_float(h); }
+};
+struct FromBfloat16 {
+  static double get(uint16_t h) { return bfloat16_to_float(h); }
+};
+
+template <typename T, typename C = T, typename Read = Wide>
 void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& y) {
   const T* qp = q.data_as<const T>();
-  const T* kp = k.data_as<const T>();
-  const T* vp = v.data_as<const T>();
+  const C* kp = k.data_as<const C>();
+  const C* vp = v.data_as<const C>();
   T* yp = y.data_as<T>();
   const bool bool_mask = a.mask != nullptr && a.mask->dtype() == ScalarType::Bool;
   const uint8_t* mb = bool_mask ? a.mask->data_as<const uint8_t>() : nullptr;
@@ -28,8 +44,8 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
       const int64_t li = r % a.l, hi = (r / a.l) % a.h, bi = r / (a.l * a.h);
       const T* qrow = qp + r * a.e;
       const int64_t kv = (bi * a.hkv + hi / group) * a.s;
-      const T* kbase = a.rows != nullptr ? kp : kp + kv * a.e;  // sdpa's [S, E] keys of this head
-      const T* vbase = a.rows != nullptr ? vp : vp + kv * a.ev;
+      const C* kbase = a.rows != nullptr ? kp : kp + kv * a.e;  // sdpa's [S, E] keys of this head
+      const C* vbase = a.rows != nullptr ? vp : vp + kv * a.ev;
       T* out = yp + r * a.ev;
       const int64_t moff = bi * a.mask_strides[0] + hi * a.mask_strides[1] + li * a.mask_strides[2];
       for (int64_t j = 0; j < a.ev; ++j) out[j] = 0;
@@ -38,13 +54,13 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
       for (int64_t si = 0; si < s_end; ++si) {
         if (mb != nullptr && mb[moff + si * a.mask_strides[3]] == 0) continue;
         const int64_t row = a.rows != nullptr ? sdpa_row(a, kv + si) : -1;
-        const T* krow = a.rows != nullptr ? kp + row * a.e : kbase + si * a.e;
+        const C* krow = a.rows != nullptr ? kp + row * a.e : kbase + si * a.e;
         double score = 0;
-        for (int64_t j = 0; j < a.e; ++j) score += static_cast<double>(qrow[j]) * static_cast<double>(krow[j]);
+        for (int64_t j = 0; j < a.e; ++j) score += static_cast<double>(qrow[j]) * Read::get(krow[j]);
         score *= a.scale;
         if (mf != nullptr) score += static_cast<double>(mf[moff + si * a.mask_strides[3]]);
         if (score == -std::numeric_limits<double>::infinity()) continue;
-        const T* vrow = a.rows != nullptr ? vp + row * a.ev : vbase + si * a.ev;
+        const C* vrow = a.rows != nullptr ? vp + row * a.ev : vbase + si * a.ev;
         if (score > mx) {  // rescale what was accumulated so far
           const double c = std::exp(mx - score);
           denom *= c;
@@ -53,7 +69,7 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
         }
         const double w = std::exp(score - mx);  // NaN scores propagate through w
         denom += w;
-        for (int64_t j = 0; j < a.ev; ++j) out[j] = static_cast<T>(out[j] + w * vrow[j]);
+        for (int64_t j = 0; j < a.ev; ++j) out[j] = static_cast<T>(out[j] + w * Read::get(vrow[j]));
       }
       if (denom != 0 || denom != denom) {
         const double inv = 1.0 / denom;
@@ -66,7 +82,11 @@ void attend(const SdpaArgs& a, const Tensor& q, const Tensor& k, const Tensor& v
 Status attend_checked(const SdpaArgs& a, Outputs out) {
   Tensor& y = *out[0];
   if (y.numel() == 0) return Status::ok();
-  if (a.q->dtype() == ScalarType::Float32)
+  if (a.cache_dtype == ScalarType::Float16)
+    attend<float, uint16_t, FromHalf>(a, *a.q, *a.k, *a.v, y);
+  else if (a.cache_dtype == ScalarType::BFloat16)
+    attend<float, uint16_t, FromBfloat16>(a, *a.q, *a.k, *a.v, y);
+  else if (a.q->dtype() == ScalarType::Float32)
     attend<float>(a, *a.q, *a.k, *a.v, y);
   else
     attend<double>(a, *a.q, *a.k, *a.v, y);

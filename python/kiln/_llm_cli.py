@@ -32,6 +32,7 @@ def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
 
 def add_commands(sub) -> None:
     """Adds the LLM subcommands to the `kiln` parser's subparsers."""
+    from .llm import KV_CACHE_DTYPES
     llm = sub.add_parser("llm", help="LLM programs: `kiln llm export model.gguf -o model.kiln`")
     llm_sub = llm.add_subparsers(dest="llm_command")
     p = llm_sub.add_parser("export", help="export a GGUF Llama-family model (with its tokenizer) to one .kiln file")
@@ -47,6 +48,9 @@ def add_commands(sub) -> None:
     p.add_argument("--slots", type=int, default=1, metavar="N",
                    help="sequences decoded together (kiln serve, kiln.llm.BatchRunner): the KV cache holds N "
                         "regions of --context positions (default 1)")
+    p.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="float32",
+                   help="the KV cache's dtype: float16 or bfloat16 halve its memory, each key and value rounded "
+                        "(default float32)")
     p.add_argument("--layers", type=int, metavar="N", help=argparse.SUPPRESS)  # first N layers only: quick test models
 
     p = sub.add_parser("generate", help="generate text from a .kiln LLM program (streams it to stdout)")
@@ -102,7 +106,8 @@ def _export(args) -> int:
         print(f"kiln: kiln llm export needs torch (pip install 'kiln[export]'): {e}", file=sys.stderr)
         return 1
     report = export_gguf(args.gguf, args.output, dtype=args.dtype, quantize=args.quantize, context=args.context,
-                         max_tokens_per_call=args.max_tokens_per_call, slots=args.slots, n_layers=args.layers)
+                         max_tokens_per_call=args.max_tokens_per_call, slots=args.slots, n_layers=args.layers,
+                         kv_cache_dtype=args.kv_cache_dtype)
     print(report)
     return 0
 

@@ -12,7 +12,8 @@
                                        is_causal=is_causal, scale=scale, enable_gqa=True)
         (query [B, H, L, E], the caches [R, E] and [R, Ev], rows int64 [B * kv_heads * S]:
         key s of batch b, kv head h is cache row rows[(b * kv_heads + h) * S + s]; the
-        kernels read the rows in place, passes/fuse_cache_attention.py)
+        kernels read the rows in place, passes/fuse_cache_attention.py; caches of float16
+        or bfloat16 under a float32 query are widened to it as they are read)
 
 The residual (None, or exactly the output's shape and dtype) is added before
 the activation. ACTIVATIONS lists the activation names; act_min and act_max
@@ -84,8 +85,8 @@ SDPA_ROWS_SCHEMA = ("(Tensor query, Tensor k_cache, Tensor v_cache, Tensor rows,
 
 def _sdpa_rows(query, k_cache, v_cache, rows, attn_mask, kv_heads, is_causal, scale):
     b = query.shape[0]
-    keys = k_cache.index_select(0, rows).view(b, kv_heads, -1, k_cache.shape[1])
-    values = v_cache.index_select(0, rows).view(b, kv_heads, -1, v_cache.shape[1])
+    keys = k_cache.index_select(0, rows).to(query.dtype).view(b, kv_heads, -1, k_cache.shape[1])
+    values = v_cache.index_select(0, rows).to(query.dtype).view(b, kv_heads, -1, v_cache.shape[1])
     return F.scaled_dot_product_attention(query, keys, values, attn_mask=attn_mask, is_causal=is_causal,
                                           scale=scale, enable_gqa=True)
 

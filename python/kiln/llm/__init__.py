@@ -38,6 +38,9 @@ read_gguf = _native.read_gguf
 Sampler = _native.Sampler
 TokenEvent = _native.TokenEvent
 
+# What `kiln llm export --kv-cache-dtype` takes (kiln.llm.export checks it).
+KV_CACHE_DTYPES = ("float32", "float16", "bfloat16")
+
 __all__ = ["Runner", "Stream", "GenerationStats", "BatchRunner", "TokenEvent", "Tokenizer", "StreamDecoder",
            "ChatTemplate", "Sampler", "read_gguf", "export_gguf"]
 

@@ -30,6 +30,7 @@ from .. import _kiln
 from ..errors import ExportError, InvalidArgument, InvalidProgram, KilnError, NotSupported
 from ..export import export
 from ..export.report import ExportReport
+from . import KV_CACHE_DTYPES
 from .gguf import QUANTIZED_TYPES, GgufFile
 from .model import LlamaConfig, build_llama
 
@@ -255,6 +256,7 @@ class LlmExportReport:
         lines = [f"{self.path}: {c['name'] or c['architecture']}, {c['n_layers']} layers, "
                  f"vocabulary {c['vocab_size']}, "
                  f"context {c['context_length']}, up to {c['max_tokens_per_call']} tokens per call, "
+                 f"KV cache {c.get('kv_cache_dtype', 'float32')}, "
                  f"weights {self.weights}", str(self.export)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -262,7 +264,7 @@ class LlmExportReport:
 
 def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str | None = None,
                 context: int = DEFAULT_CONTEXT, max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
-                slots: int = 1, n_layers: int | None = None) -> LlmExportReport:
+                slots: int = 1, n_layers: int | None = None, kv_cache_dtype: str = "float32") -> LlmExportReport:
     """Builds the Llama module from a GGUF file's config and tensors and exports it with
     its tokenizer, chat template and config as metadata (see the module docstring).
 
@@ -272,14 +274,16 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     largest prefill chunk; slots: sequences the KV cache holds at once (each a region
     of `context` positions: kiln.llm.BatchRunner decodes that many together, memory
     grows with it); n_layers: keep only the first layers (a quick model for tests,
-    whose text means nothing).
+    whose text means nothing); kv_cache_dtype: "float32", or "float16" / "bfloat16"
+    (half the cache's memory; attention reads the 16-bit rows widened to float32).
 
     Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
     NotSupported, ...) naming what was wrong; nothing is written unless it succeeds.
     """
     try:
         return _export_gguf(gguf_path, out_path, dtype=dtype, quantize=quantize, context=context,
-                            max_tokens_per_call=max_tokens_per_call, slots=slots, n_layers=n_layers)
+                            max_tokens_per_call=max_tokens_per_call, slots=slots, n_layers=n_layers,
+                            kv_cache_dtype=kv_cache_dtype)
     except KilnError:
         raise
     except Exception as e:
@@ -314,13 +318,15 @@ def _int_option(name: str, value, low: int, high: int) -> int:
 
 
 def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_per_call, slots,
-                 n_layers) -> LlmExportReport:
+                 n_layers, kv_cache_dtype) -> LlmExportReport:
     if dtype is not None and quantize is not None:
         raise ExportError("give --dtype or --quantize, not both")
     if dtype not in (None, "float32"):
         raise ExportError(f"dtype {dtype!r} is not supported (float32)")
     if quantize not in (None, "int8", "int4"):
         raise ExportError(f"quantize {quantize!r} is not supported (int8, int4)")
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ExportError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported ({', '.join(KV_CACHE_DTYPES)})")
     scheme = quantize or dtype or "gguf"
     context = _int_option("context", context, 2, 1 << 24)
     max_tokens_per_call = _int_option("max_tokens_per_call", max_tokens_per_call, 1, 1 << 24)
@@ -347,7 +353,8 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         context = cfg.context_length
     chunk = min(max_tokens_per_call, context - 1)
 
-    model = build_llama(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots)
+    model = build_llama(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots,
+                        cache_dtype=getattr(torch, kv_cache_dtype))
     model, weights, weight_notes = _apply_weights(model, g, scheme)
     notes += weight_notes
 
@@ -358,6 +365,7 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     config = {
         "architecture": g.metadata["general.architecture"], "name": str(g.metadata.get("general.name", "")),
         "vocab_size": cfg.vocab_size, "context_length": context, "max_tokens_per_call": chunk, "slots": slots,
+        "kv_cache_dtype": kv_cache_dtype,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id, "add_bos": add_bos, "stop_ids": stop_ids,
         "weights": weights, "dim": cfg.dim, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
         "n_kv_heads": cfg.n_kv_heads, "hidden_dim": cfg.hidden_dim, "rope_theta": cfg.rope_theta,

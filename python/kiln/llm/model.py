@@ -72,7 +72,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int):
+    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
@@ -81,8 +81,11 @@ class Attention(nn.Module):
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
         shape = (slots * cfg.n_kv_heads * capacity, cfg.head_dim)   # rows: see the module docstring
         # device="cpu": the model may be built under torch.device("meta"); the caches are not weights.
-        self.register_buffer("k_cache", torch.zeros(shape, device="cpu"), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(shape, device="cpu"), persistent=False)
+        # A float16 or bfloat16 cache holds each key and value rounded to it; attention reads them widened.
+        # kiln's exporter keeps this module's own tensors (the caches) in their dtype.
+        self.kiln_keeps_dtype = True
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=cache_dtype, device="cpu"), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=cache_dtype, device="cpu"), persistent=False)
 
     def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
         b = x.shape[0]
@@ -92,14 +95,15 @@ class Attention(nn.Module):
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
 
-        self.k_cache.index_copy_(0, write_rows, k.reshape(-1, self.head_dim))
-        self.v_cache.index_copy_(0, write_rows, v.reshape(-1, self.head_dim))
+        self.k_cache.index_copy_(0, write_rows, k.reshape(-1, self.head_dim).to(self.k_cache.dtype))
+        self.v_cache.index_copy_(0, write_rows, v.reshape(-1, self.head_dim).to(self.v_cache.dtype))
 
         # Grouped-query attention over the positions in use: KV head j serves query
         # heads j*g .. j*g+g-1 (HF's repeat_kv; kiln folds the repeat away).
         groups = self.n_heads // self.n_kv_heads
-        keys = self.k_cache.index_select(0, read_rows).reshape(b, self.n_kv_heads, used, self.head_dim)
-        values = self.v_cache.index_select(0, read_rows).reshape(b, self.n_kv_heads, used, self.head_dim)
+        keys = self.k_cache.index_select(0, read_rows).to(q.dtype).reshape(b, self.n_kv_heads, used, self.head_dim)
+        values = self.v_cache.index_select(0, read_rows).to(q.dtype).reshape(b, self.n_kv_heads, used,
+                                                                             self.head_dim)
         keys = keys[:, :, None].expand(b, self.n_kv_heads, groups, used, self.head_dim)
         values = values[:, :, None].expand(b, self.n_kv_heads, groups, used, self.head_dim)
         keys = keys.reshape(b, self.n_heads, used, self.head_dim)
@@ -110,10 +114,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int):
+    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.attention = Attention(cfg, capacity, slots)
+        self.attention = Attention(cfg, capacity, slots, cache_dtype)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.w_gate = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
         self.w_up = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
@@ -131,17 +135,19 @@ class Llama(nn.Module):
 
     last_logits_only: return the logits of the last token only ([1, 1, vocab]),
     which is all generation needs (kiln llm export sets it: the output projection
-    of the other prompt tokens is never computed).
+    of the other prompt tokens is never computed). cache_dtype: the KV cache's,
+    float32, float16 or bfloat16 (half the memory, each key and value rounded).
     """
 
-    def __init__(self, cfg: LlamaConfig, capacity: int = 256, last_logits_only: bool = False, slots: int = 1):
+    def __init__(self, cfg: LlamaConfig, capacity: int = 256, last_logits_only: bool = False, slots: int = 1,
+                 cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.cfg = cfg
         self.capacity = capacity
         self.slots = slots
         self.last_logits_only = last_logits_only
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleList(Block(cfg, capacity, slots) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, capacity, slots, cache_dtype) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         if not cfg.tied_embeddings:
             self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
@@ -188,10 +194,10 @@ class Llama(nn.Module):
 
 
 def build_llama(cfg: LlamaConfig, state: dict, capacity: int, last_logits_only: bool = False,
-                slots: int = 1) -> Llama:
+                slots: int = 1, cache_dtype: torch.dtype = torch.float32) -> Llama:
     """A Llama in eval mode whose weights are the tensors of `state` (used in place, not copied)."""
     with torch.device("meta"):  # weights are assigned from `state` below, no point initialising them
-        model = Llama(cfg, capacity, last_logits_only, slots)
+        model = Llama(cfg, capacity, last_logits_only, slots, cache_dtype)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"the weights do not fit the model: missing {missing[:4]}, unexpected {unexpected[:4]}")

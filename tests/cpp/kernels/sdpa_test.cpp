@@ -1,13 +1,15 @@
 // Optimized scaled_dot_product_attention against the portable kernel: prefill and decode shapes,
 // GQA, causal, bool and float masks broadcast in every position, fully masked rows, NaN queries,
 // row counts and key counts around the tile sizes (64), odd head dims. kiln::sdpa_rows against sdpa on
-// the gathered rows (bit for bit, each tier and level) and its row indices out of range.
+// the gathered rows (bit for bit, each tier and level; float16 and bfloat16 caches against sdpa on
+// their rows widened) and its row indices out of range.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "harness.h"
 
 namespace kiln::test {
@@ -143,14 +145,30 @@ KILN_TEST(sdpa_masks_match_reference) {
   check(c, "NaN query row, float mask");
 }
 
+// A 16-bit copy of a float32 cache (`dtype` float16 or bfloat16), whose values `cache` then takes
+// (rounded), so that sdpa on cache's rows is the reference of sdpa_rows on the copy.
+TestTensor to_16bit(TestTensor& cache, ScalarType dtype) {
+  TestTensor out(cache.shape(), dtype);
+  auto* bits = out.t.data_as<uint16_t>();
+  for (int64_t i = 0; i < cache.numel(); ++i) {
+    const float x = cache.f()[i];
+    bits[i] = dtype == ScalarType::Float16 ? kernels::float_to_half(x) : kernels::float_to_bfloat16(x);
+    cache.f()[i] = dtype == ScalarType::Float16 ? kernels::half_to_float(bits[i]) : kernels::bfloat16_to_float(bits[i]);
+  }
+  return out;
+}
+
 // kiln::sdpa_rows(q, k_cache, v_cache, rows, mask, Hkv, causal, scale) against sdpa on
 // index_select(cache, rows).view(B, Hkv, S, *): the same bits at each tier and level. `runs`: rows in
 // runs of consecutive cache rows (a sequence's positions: read in place) or shuffled (gathered).
+// `cache`: float32 caches, or float16 / bfloat16 ones (against sdpa on their widened rows).
 void check_rows(int64_t b, int64_t h, int64_t hkv, int64_t l, int64_t s, int64_t e, int64_t ev, bool runs,
-                bool with_mask, const char* what) {
+                bool with_mask, const char* what, ScalarType cache = ScalarType::Float32) {
   const int64_t capacity = s + 7, cache_rows = 3 * hkv * capacity, n = b * hkv * s;
   TestTensor q = TestTensor::random({b, h, l, e}), kc = TestTensor::random({cache_rows, e}),
              vc = TestTensor::random({cache_rows, ev});
+  TestTensor kc16, vc16;
+  if (cache != ScalarType::Float32) kc16 = to_16bit(kc, cache), vc16 = to_16bit(vc, cache);
   TestTensor rows({n}, ScalarType::Int64), k({b, hkv, s, e}), v({b, hkv, s, ev});
   for (int64_t i = 0; i < b * hkv; ++i) {
     const int64_t slot = (i / hkv + 1) % 3, head = i % hkv, base = (slot * hkv + head) * capacity;
@@ -172,12 +190,15 @@ void check_rows(int64_t b, int64_t h, int64_t hkv, int64_t l, int64_t s, int64_t
   gathered.tensor(q).tensor(k).tensor(v);
   fill(gathered);
   gathered.d(0.0).b(false).none().b(true);
-  fused.tensor(q).tensor(kc).tensor(vc).tensor(rows);
+  if (cache != ScalarType::Float32)
+    fused.tensor(q).tensor(kc16).tensor(vc16).tensor(rows);
+  else
+    fused.tensor(q).tensor(kc).tensor(vc).tensor(rows);
   fill(fused);
   fused.i(hkv).b(false).none();
-  const std::string name =
-      format("sdpa_rows %s: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what, (long long)b, (long long)h,
-             (long long)hkv, (long long)l, (long long)s, (long long)e, (long long)ev);
+  const std::string name = format("sdpa_rows %s, %s caches: B=%lld H=%lld Hkv=%lld L=%lld S=%lld E=%lld Ev=%lld", what,
+                                  scalar_type_name(cache), (long long)b, (long long)h, (long long)hkv, (long long)l,
+                                  (long long)s, (long long)e, (long long)ev);
   const int64_t out = b * h * l * ev;
   const auto same = [&](const char* tier, int32_t t, Isa isa) {
     TestTensor want = TestTensor::output(out), got = TestTensor::output(out);
@@ -200,6 +221,10 @@ KILN_TEST(sdpa_rows_equals_sdpa_on_gathered_rows) {
       check_rows(8, 9, 3, 1, 37, 64, 64, runs, with_mask, what);   // a batch of 8
       check_rows(2, 4, 2, 5, 130, 17, 9, runs, with_mask, what);   // prefill, blocks of 64 and a tail
       check_rows(2, 2, 2, 3, 1, 8, 8, runs, with_mask, what);
+      for (ScalarType cache : {ScalarType::Float16, ScalarType::BFloat16}) {
+        check_rows(1, 9, 3, 1, 101, 64, 64, runs, with_mask, what, cache);
+        check_rows(2, 4, 2, 5, 130, 17, 9, runs, with_mask, what, cache);
+      }
     }
 }
 
@@ -228,6 +253,19 @@ KILN_TEST(sdpa_rows_rejects_bad_rows) {
   Args bad3;
   bad3.tensor(q).tensor(k3).tensor(vc).tensor(rows).none().i(hkv).b(false).none();
   expect_rejected("sdpa_rows 3-D k_cache", "kiln::sdpa_rows.default", bad3, {&y}, "incompatible");
+  // 16-bit caches: both of one dtype, under a float32 query only.
+  TestTensor k16({r, e}, ScalarType::Float16), v16({r, e}, ScalarType::Float16), vb16({r, e}, ScalarType::BFloat16);
+  for (int64_t i = 0; i < rows.numel(); ++i) rows.i64()[i] = i;
+  Args mixed;
+  mixed.tensor(q).tensor(k16).tensor(vb16).tensor(rows).none().i(hkv).b(false).none();
+  expect_rejected("sdpa_rows f16 keys, bf16 values", "kiln::sdpa_rows.default", mixed, {&y}, "v_cache");
+  Args half_and_float;
+  half_and_float.tensor(q).tensor(k16).tensor(vc).tensor(rows).none().i(hkv).b(false).none();
+  expect_rejected("sdpa_rows f16 keys, f32 values", "kiln::sdpa_rows.default", half_and_float, {&y}, "v_cache");
+  TestTensor q64({b, h, l, e}, ScalarType::Float64), y64 = TestTensor::output(b * h * l * e, ScalarType::Float64);
+  Args double_query;
+  double_query.tensor(q64).tensor(k16).tensor(v16).tensor(rows).none().i(hkv).b(false).none();
+  expect_rejected("sdpa_rows f64 query, f16 caches", "kiln::sdpa_rows.default", double_query, {&y64}, "k_cache");
 }
 
 }  // namespace

@@ -113,11 +113,10 @@ class ValueTable:
 
     def state(self, name: str, tensor: torch.Tensor) -> int:
         """A STATE tensor: its initial bytes go to the constant pool (zero-filled
-        caches deduplicate to one segment); the lowering places it in arena 1."""
+        caches deduplicate to one segment); the lowering places it in arena 1. A float16
+        or bfloat16 buffer stays one (a KV cache kept in 16 bits: kiln::sdpa_rows reads
+        it); the operators that read or write it must have kernels for that dtype."""
         tensor = tensor.detach()
-        if tensor.dtype in WIDENED_CONSTANTS:
-            raise ExportError(f"buffer '{name}' is {tensor.dtype}; kiln keeps state in float32 or "
-                              "integer dtypes: convert the model to float32 before exporting")
         dtype = kiln_dtype(tensor.dtype, f"buffer '{name}'")
         return self.add(ir.TensorValue(dtype=dtype, sizes=[int(s) for s in tensor.shape],
                                        storage=ir.STATE, segment=self.pool.add(tensor_bytes(tensor)),
