@@ -18,13 +18,13 @@ SDPA_ROWS = "kiln::sdpa_rows.default"
 INDEX_SELECT = "aten::index_select.default"
 
 
-def tiny_llama(slots: int = 2):
+def tiny_llama(slots: int = 2, cache_dtype=torch.float32):
     from kiln.llm.model import Llama, LlamaConfig
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, dim=48, n_layers=2, n_heads=6, n_kv_heads=2, hidden_dim=48,
                       rope_theta=10000.0, norm_eps=1e-5, context_length=80, tied_embeddings=True)
-    model = Llama(cfg, capacity=80, last_logits_only=True, slots=slots).eval()
+    model = Llama(cfg, capacity=80, last_logits_only=True, slots=slots, cache_dtype=cache_dtype).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3)
@@ -89,6 +89,31 @@ def test_sdpa_rows_equals_the_unfused_program_exactly(programs, kernels):
             got, want = a(*args)[0], b(*args)[0]
             assert np.isfinite(want).all()
             assert np.array_equal(got, want), f"{kernels} {isa} step {i}: max diff {np.abs(got - want).max()}"
+
+
+@pytest.mark.parametrize("cache_dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_a_16bit_cache_is_kept_and_read_in_place_like_eager(tmp_path, cache_dtype):
+    """kiln llm export --kv-cache-dtype: the caches are state of that dtype (half the bytes), the
+    rounding to it is the write's, sdpa_rows reads them without a widened copy, and each step of a
+    session gives eager PyTorch's logits with the same 16-bit cache at both tiers and every level."""
+    from kiln.llm.model import reset_cache
+
+    model = tiny_llama(cache_dtype=cache_dtype)
+    path = tmp_path / "compact.kiln"
+    report = export(model, path, True)
+    assert SDPA_ROWS in report.operators and INDEX_SELECT not in report.operators, report.operators
+    assert "2 key/value cache gathers into sdpa_rows" in report.fused_summary()
+    state = kiln.load(path).method("forward").state_specs
+    assert len(state) == 4 and all(spec.dtype == str(cache_dtype).removeprefix("torch.") for spec in state), state
+    for kernels, isa in [("portable", None)] + [("optimized", isa) for isa in kiln.supported_isas()]:
+        method = kiln.load(path, kernels=kernels, **({"isa": isa} if isa else {})).load_method("forward")
+        reset_cache(model)
+        for i, args in enumerate(steps()):
+            with torch.no_grad():
+                want = model(*(torch.from_numpy(a) for a in args)).numpy()
+            got = method(*args)[0]
+            assert np.abs(got - want).max() <= 2e-5 * np.abs(want).max(), \
+                f"{kernels} {isa} step {i}: max diff {np.abs(got - want).max()}"
 
 
 class CacheAttention(torch.nn.Module):

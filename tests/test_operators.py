@@ -45,6 +45,10 @@ CACHE = randn(1, 2, 8, 4)
 BIG = 20000  # elements: results above 64 KiB are not constant-folded, so factories reach their kernels
 
 # name -> (operator the program must contain, function, inputs)
+_HALF_GEN = torch.Generator().manual_seed(16)  # not GEN: the other cases' inputs stay as they were
+HALF_RANGE = torch.cat([torch.randn(200, generator=_HALF_GEN) * 300, torch.randn(50, generator=_HALF_GEN) * 1e-5,
+                        torch.tensor([65504.0, 65519.99, 1e-8, 3e-8, 6e-8, -6.1e-5, 0.0, -0.0, 1.0009765625])])
+
 CASES = {
     # indexing
     "index_dim1": ("aten::index.Tensor", lambda x, i: x[:, i], (X, torch.tensor([0, 4, -1, 2]))),
@@ -64,6 +68,16 @@ CASES = {
                              (X, torch.tensor([1, 1, -1]), randn(2, 3, 6))),
     "index_copy_as_index_put": ("aten::index_put.default", lambda c, v, p: c.index_copy(2, p, v),
                                 (CACHE, randn(1, 2, 3, 4), torch.tensor([5, 0, 7]))),
+    # float16 / bfloat16 (a 16-bit KV cache's writes and reads): rounding to nearest-even, subnormals,
+    # the largest finite float16, from float32 and float64.
+    "to_float16_and_back": ("aten::_to_copy.default", lambda x: x.to(torch.float16).to(torch.float32),
+                            (HALF_RANGE,)),
+    "to_float16_from_float64": ("aten::_to_copy.default", lambda x: x.to(torch.float16).to(torch.float64),
+                                (HALF_RANGE.double() * 1.0001,)),
+    "to_bfloat16_and_back": ("aten::_to_copy.default", lambda x: x.to(torch.bfloat16).to(torch.float32),
+                             (HALF_RANGE * 7.3,)),
+    "float16_to_bfloat16": ("aten::_to_copy.default",
+                            lambda x: x.to(torch.float16).to(torch.bfloat16).to(torch.float32), (HALF_RANGE,)),
     "slice_scatter": ("aten::slice_scatter.default", lambda x, y: torch.slice_scatter(x, y, 2, 1, 6, 2),
                       (X, randn(2, 5, 3))),
     "slice_scatter_neg": ("aten::slice_scatter.default", lambda x, y: torch.slice_scatter(x, y, 1, -3),
