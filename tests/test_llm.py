@@ -148,6 +148,12 @@ def test_stream_adds_up_to_generate(tiny):
     assert all("\ufffd" not in p for p in pieces) or "\ufffd" in text
 
 
+def test_the_stats_split_the_load_into_its_parts(tiny):
+    s = Runner(tiny).stats
+    parts = (s.load_program_ms, s.load_metadata_ms, s.load_method_ms)
+    assert all(p > 0 for p in parts) and sum(parts) <= s.load_ms, s
+
+
 def test_max_new_tokens_and_stop_strings(tiny):
     runner = Runner(tiny)
     full = runner.generate("The sea", max_new_tokens=16, temperature=0)

@@ -141,7 +141,8 @@ def _options(args) -> dict:
 
 def _print_stats(runner) -> None:
     s = runner.stats
-    print(f"load {s.load_ms:.1f} ms", file=sys.stderr)
+    print(f"load {s.load_ms:.1f} ms (program {s.load_program_ms:.1f} ms, metadata {s.load_metadata_ms:.1f} ms, "
+          f"method {s.load_method_ms:.1f} ms)", file=sys.stderr)
     print(f"prompt {s.prompt_tokens} tokens ({s.reused_tokens} reused from the cache), "
           f"time to first token {s.time_to_first_token_ms:.1f} ms", file=sys.stderr)
     print(f"prefill {s.prefill_tokens_per_s:.1f} tok/s", file=sys.stderr)

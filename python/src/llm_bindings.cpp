@@ -256,6 +256,9 @@ kiln::LoadOptions load_options_arg(nb::handle max_memory_bytes, nb::handle kerne
 nb::dict stats_dict(const llm::GenerationStats& s) {
   nb::dict d;
   d["load_ms"] = s.load_ms;
+  d["load_program_ms"] = s.load_program_ms;
+  d["load_metadata_ms"] = s.load_metadata_ms;
+  d["load_method_ms"] = s.load_method_ms;
   d["queue_ms"] = s.queue_ms;
   d["prompt_tokens"] = s.prompt_tokens;
   d["reused_tokens"] = s.reused_tokens;

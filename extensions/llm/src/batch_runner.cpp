@@ -218,7 +218,7 @@ Result<uint64_t> BatchRunner::submit(std::vector<int32_t> prompt, const RequestO
   r->options = options;
   r->options.generate.cancel = nullptr;
   r->seq.start(s_->llm->config, s_->llm->tokenizer, prompt, options.generate);
-  r->seq.stats.load_ms = s_->llm->load_ms;
+  s_->llm->fill_load_times(&r->seq.stats);
   r->prompt = std::move(prompt);
   std::lock_guard<std::mutex> lock(s_->mutex);
   r->id = s_->next_id++;

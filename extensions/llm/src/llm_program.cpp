@@ -170,8 +170,13 @@ Result<LlmMetadata> read_llm_metadata(const std::string& path, std::string_view 
 Result<std::unique_ptr<LlmProgram>> LlmProgram::load(const std::string& path, const RunnerOptions& options) {
   const auto start = Clock::now();
   if (options.num_threads > 0) set_num_threads(options.num_threads);
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   auto program = Program::load(path, options.load);
   if (!program.ok()) return program.status();
+  const double program_ms = ms_since(start);
+  const auto metadata_start = Clock::now();
   auto text = [&](const char* key) -> Result<std::string_view> {
     auto bytes = program->metadata(key);
     if (!bytes.ok()) {
@@ -189,8 +194,12 @@ Result<std::unique_ptr<LlmProgram>> LlmProgram::load(const std::string& path, co
   if (!spec.ok()) return bad_program(path, "it has no method 'forward'");
   auto meta = read_llm_metadata(path, config_text.value(), tokenizer_text.value(), spec.value(), options.load);
   if (!meta.ok()) return meta.status();
+  double metadata_ms = ms_since(metadata_start);
+  const auto method_start = Clock::now();
   auto method = program->load_method("forward");
   if (!method.ok()) return method.status();
+  const double method_ms = ms_since(method_start);
+  const auto chat_start = Clock::now();
 
   auto p =
       std::make_unique<LlmProgram>(std::move(program).value(), std::move(method).value(), std::move(meta->tokenizer));
@@ -211,7 +220,9 @@ Result<std::unique_ptr<LlmProgram>> LlmProgram::load(const std::string& path, co
     p->chat_error =
         Status(Error::NotSupported, "'" + path + "' has no chat template (metadata kiln.llm.chat_template)");
   }
-  p->load_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  metadata_ms += ms_since(chat_start);
+  p->load_ms = ms_since(start);
+  p->load_program_ms = program_ms, p->load_metadata_ms = metadata_ms, p->load_method_ms = method_ms;
   return p;
 }
 

@@ -32,7 +32,11 @@ struct LlmProgram {
   int32_t slots = 1;  // KV cache regions: rows one forward call takes
   // Ids from here to config.vocab_size have logits but no token: never sampled.
   int32_t tokenizer_vocab = 0;
-  double load_ms = 0;
+  double load_ms = 0, load_program_ms = 0, load_metadata_ms = 0, load_method_ms = 0;  // GenerationStats's
+  void fill_load_times(GenerationStats* stats) const {
+    stats->load_ms = load_ms, stats->load_program_ms = load_program_ms;
+    stats->load_metadata_ms = load_metadata_ms, stats->load_method_ms = load_method_ms;
+  }
 
   // Runner::load's checks (InvalidProgram naming what is wrong) and the method loaded.
   static Result<std::unique_ptr<LlmProgram>> load(const std::string& path, const RunnerOptions& options);

@@ -31,7 +31,7 @@ struct RunnerState {
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> cancel_requested{false};
 
-  explicit RunnerState(std::unique_ptr<LlmProgram> p) : llm(std::move(p)) { seq.stats.load_ms = llm->load_ms; }
+  explicit RunnerState(std::unique_ptr<LlmProgram> p) : llm(std::move(p)) { llm->fill_load_times(&seq.stats); }
 
   // Runs ids at positions [pos, pos + n) of slot 0 and leaves the last position's logits in `logits`.
   Status forward(const int32_t* ids, int32_t n, int32_t pos) { return llm->forward({{0, ids, pos}}, n, &logits); }
@@ -175,7 +175,7 @@ Status Runner::begin_in_turn(std::vector<int32_t> prompt, const GenerateOptions&
   KILN_RETURN_IF_ERROR(internal::prepare_prompt(config, options, &prompt));
   const int32_t n = static_cast<int32_t>(prompt.size());
   s.seq.start(config, s.llm->tokenizer, prompt, options);
-  s.seq.stats.load_ms = s.llm->load_ms;
+  s.llm->fill_load_times(&s.seq.stats);
 
   // Keep the cache entries of the longest common prefix with the last call;
   // at least the last prompt token is computed again, for its logits.

@@ -58,6 +58,9 @@ class GenerationStats:
     """
 
     load_ms: float
+    load_program_ms: float   # load_ms's parts: the file mapped and verified,
+    load_metadata_ms: float  # the config, tokenizer and chat template read,
+    load_method_ms: float    # the method loaded (kernels chosen, weights packed or mapped)
     queue_ms: float
     prompt_tokens: int
     reused_tokens: int

@@ -47,7 +47,12 @@ struct GenerateOptions {
 };
 
 struct GenerationStats {
-  double load_ms = 0;   // Runner::load: program, tokenizer, method
+  double load_ms = 0;  // Runner::load: program, tokenizer, method
+  // Its parts: the file mapped and verified (Program::load), the config, tokenizer and chat template
+  // read, and the method loaded (kernels chosen, weights packed or mapped from the packed cache).
+  double load_program_ms = 0;
+  double load_metadata_ms = 0;
+  double load_method_ms = 0;
   double queue_ms = 0;  // BatchRunner: from submit() to a slot
   int32_t prompt_tokens = 0;
   int32_t reused_tokens = 0;  // prompt tokens whose KV cache entries were kept from the last call
