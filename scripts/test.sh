@@ -31,6 +31,11 @@ if [ "${KILN_TEST_TIER:-}" != full ]; then
   for f in tests/test_llm_batch.py tests/test_serve.py; do shared_pass_ignores+=(--ignore="$f"); done
 fi
 mkdir -p build
+# The LLM programs the three passes export from SmolLM2 (tests/conftest.py's llm_programs): made once
+# per run, by the first pass that needs each.
+KILN_TEST_SHARED_FIXTURES=$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-fixtures.XXXXXX")
+export KILN_TEST_SHARED_FIXTURES
+trap 'rm -rf "$KILN_TEST_SHARED_FIXTURES"' EXIT
 static_log=build/test_static.log
 builds_log=build/test_builds.log
 bash scripts/test_static.sh --durations=20 "${pytest_args[@]}" > "$static_log" 2>&1 &

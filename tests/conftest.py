@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -249,38 +251,56 @@ def plugins(tmp_path_factory) -> Path:
 TINY_SLOTS = 8  # KV cache slots of llm_programs("tiny") and ("tiny_gguf")
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def llm_programs(tmp_path_factory):
     """llm_programs(name) -> path of a .kiln LLM program made from SmolLM2's GGUF by `kiln llm export`
     (once per session): "smollm2" the whole model in float32 (context 256, prefill chunks of 16),
     "tiny" its first 2 layers (context 64, chunks of 8, 8 KV cache slots; fast, its text means
     nothing), made through the command line; "tiny_gguf" the same with the export's default
-    weights (the GGUF's own quantized blocks)."""
-    cache: dict = {}
-    directory = tmp_path_factory.mktemp("llm")
+    weights (the GGUF's own quantized blocks). scripts/test.sh gives its three pytest processes one
+    directory for them (KILN_TEST_SHARED_FIXTURES, new for each run): the first to need a program
+    exports it, under a lock, and the others read that file."""
+    shared = os.environ.get("KILN_TEST_SHARED_FIXTURES")
+    directory = Path(shared) if shared else tmp_path_factory.mktemp("llm")
+    directory.mkdir(parents=True, exist_ok=True)
 
     def get(name: str) -> Path:
-        if name not in cache:
-            from zoo import smollm2
-
-            gguf = smollm2.gguf_path()
-            path = directory / f"{name}.kiln"
-            if name == "smollm2":
-                from kiln.llm.export import export_gguf
-
-                export_gguf(gguf, path, dtype="float32", context=256, max_tokens_per_call=16)
-            elif name in ("tiny", "tiny_gguf"):
-                weights = ["--dtype", "float32"] if name == "tiny" else []
-                proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(gguf), "-o", str(path),
-                                       *weights, "--context", "64", "--max-tokens-per-call", "8",
-                                       "--slots", str(TINY_SLOTS), "--layers", "2"],
-                                      capture_output=True, text=True, timeout=900)
-                assert proc.returncode == 0, proc.stdout + proc.stderr
-                assert f"weights {'float32' if weights else 'gguf '}" in proc.stdout
-                assert "context 64, up to 8 tokens per call" in proc.stdout
-            else:
-                raise KeyError(name)
-            cache[name] = path
-        return cache[name]
+        if name not in ("smollm2", "tiny", "tiny_gguf"):
+            raise KeyError(name)
+        path = directory / f"{name}.kiln"
+        with _locked(directory / f"{name}.lock"):
+            if not path.exists():
+                partial = directory / f"{name}.partial.kiln"
+                _export_llm_program(name, partial)
+                os.replace(partial, path)
+        return path
 
     return get
+
+
+def _export_llm_program(name: str, path: Path) -> None:
+    from zoo import smollm2
+
+    gguf = smollm2.gguf_path()
+    if name == "smollm2":
+        from kiln.llm.export import export_gguf
+
+        export_gguf(gguf, path, dtype="float32", context=256, max_tokens_per_call=16)
+        return
+    weights = ["--dtype", "float32"] if name == "tiny" else []
+    proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(gguf), "-o", str(path), *weights,
+                           "--context", "64", "--max-tokens-per-call", "8", "--slots", str(TINY_SLOTS),
+                           "--layers", "2"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"weights {'float32' if weights else 'gguf '}" in proc.stdout
+    assert "context 64, up to 8 tokens per call" in proc.stdout
