@@ -4,7 +4,8 @@
 
 Starts N actors (1 CPU each) that each hold the model stage of
 examples/ray/embed.py's pipeline: kiln.ray.Predictor with the optimized
-kernels, the same with kernels="portable", or eager PyTorch (tests/zoo's
+kernels, the same with the packed-weight cache (docs/memory.md: written once
+by this script, mapped by every actor), with kernels="portable", or eager PyTorch (tests/zoo's
 MiniLM, bench/ray_throughput.py's EagerMiniLM); a fourth kind loads no model
 (the Ray worker's own memory). Each actor embeds the same tokenized batches
 (256 generated sentences, twice); then, with all N alive and warm, each reads
@@ -56,10 +57,11 @@ def memory(program_path: str) -> dict:
 
 
 class Stage:
-    """An actor holding one model stage: "kiln", "kiln-portable", "torch", or "none" (a Ray worker
+    """An actor holding one model stage: "kiln", "kiln-cache" (with the packed-weight cache),
+    "kiln-portable", "torch", or "none" (a Ray worker
     that imported kiln and loaded no model: the baseline)."""
 
-    def __init__(self, runtime: str, program: str, tests_dir: str):
+    def __init__(self, runtime: str, program: str, tests_dir: str, packed_cache: str = ""):
         self.program = program if runtime.startswith("kiln") else ""
         if runtime == "none":
             self.stage, self.packed = (lambda batch: {"embedding": []}), 0
@@ -70,23 +72,26 @@ class Stage:
             self.stage = kiln.ray.Predictor(program, input_columns=["input_ids", "attention_mask"],
                                             output_columns=["embedding"], keep_columns=["id"],
                                             pad_ragged={"input_ids": 0, "attention_mask": 0},
-                                            kernels="portable" if runtime == "kiln-portable" else "")
+                                            kernels="portable" if runtime == "kiln-portable" else "",
+                                            packed_cache=packed_cache if runtime == "kiln-cache" else False)
             self.packed = None
 
     def run(self, batches: list) -> int:
         return sum(len(self.stage(b)["embedding"]) for b in batches)
 
     def memory(self) -> dict:
-        packed = self.packed if self.packed is not None else self.stage.program.packed_bytes
+        program = self.stage.program if self.packed is None else None
+        packed = self.packed if program is None else program.packed_bytes - program.packed_mapped_bytes
         return {**memory(self.program), "packed": packed}
 
 
-def measure(runtime: str, program: Path, actors: int, batches: list) -> list:
+def measure(runtime: str, program: Path, actors: int, batches: list, packed_cache: Path) -> list:
     """The memory readings of `actors` warm actors, taken while all of them are alive."""
     import ray
 
     cls = ray.remote(num_cpus=1)(Stage)
-    pool = [cls.remote(runtime, str(program), str(ray_throughput.REPO / "tests")) for _ in range(actors)]
+    pool = [cls.remote(runtime, str(program), str(ray_throughput.REPO / "tests"), str(packed_cache))
+            for _ in range(actors)]
     try:
         for _ in range(2):
             ray.get([a.run.remote(batches) for a in pool], timeout=600)
@@ -108,6 +113,10 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="kiln-ray-mem-"))
     source = embed.generate_sentences(work / "sentences.parquet", 256)
     program = embed.export_minilm(work / "minilm.kiln")
+    # "kiln-cache": the packed-weight cache (docs/memory.md), written here once, mapped by every actor.
+    packed_cache = work / "packed-cache"
+    packed_cache.mkdir(exist_ok=True)
+    kiln.load(program, packed_cache=packed_cache).method("forward")
     import pyarrow.parquet as pq
 
     sentences = pq.read_table(source).to_pydict()
@@ -120,14 +129,14 @@ def main() -> None:
 
     rows = []
     try:
-        for runtime in ("none", "kiln", "kiln-portable", "torch"):
+        for runtime in ("none", "kiln", "kiln-cache", "kiln-portable", "torch"):
             for actors in counts:
-                per = measure(runtime, program, actors, batches)
+                per = measure(runtime, program, actors, batches, packed_cache)
                 row = (runtime, actors, *(np.mean([p[k] for p in per]) / MB
                                           for k in ("pss", "file_pss", "file_rss", "packed")))
                 rows.append(row)
                 print(f"{runtime:>13}, {actors} actor(s): PSS {row[2]:.1f} MB per actor, of which the .kiln "
-                      f"mapping {row[3]:.1f} MB (resident {row[4]:.1f} MB), packed weights {row[5]:.1f} MB",
+                      f"mapping {row[3]:.1f} MB (resident {row[4]:.1f} MB), private packed weights {row[5]:.1f} MB",
                       flush=True)
     finally:
         ray.shutdown()
@@ -135,7 +144,7 @@ def main() -> None:
     print(f"\nprogram file {program.stat().st_size / MB:.1f} MB; PSS and the file's share averaged over the actors")
     if args.markdown:
         print("\n| model stage | actors | PSS per actor (MB) | of which the .kiln mapping (MB) "
-              "| file resident per actor (MB) | packed weights per actor (MB) |")
+              "| file resident per actor (MB) | private packed weights per actor (MB) |")
         print("|---|---|---|---|---|---|")
         for runtime, actors, pss, fpss, frss, packed in rows:
             print(f"| {runtime} | {actors} | {pss:.0f} | {fpss:.1f} | {frss:.1f} | {packed:.1f} |")
