@@ -10,6 +10,7 @@ import io
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 
@@ -66,6 +67,9 @@ class _Terminal:
     def __init__(self, args):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            # A background job of a non-interactive shell starts with SIGINT ignored, and an ignored
+            # signal stays ignored across exec: Ctrl-C must reach kiln chat however pytest was started.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.execve(sys.executable, [sys.executable, "-m", "kiln", *map(str, args)], clean_env(TERM="xterm"))
         self.out = b""
         self.mark = 0  # expect() looks for text written after what it found last
