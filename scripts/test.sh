@@ -26,9 +26,12 @@ build_tests=(tests/test_fuzz.py tests/test_sanitizers.py tests/test_kernel_tiers
 shared_pass_ignores=()
 for f in "${build_tests[@]}"; do shared_pass_ignores+=(--ignore="$f"); done
 # Run by the static pass only outside the full tier, so the three passes take about as long
-# (scripts/test_static.sh; the Python code they reach is the same in both builds).
+# (scripts/test_static.sh; the Python code they reach is the same in both builds, and none of these
+# needs the shared runtime). test_llm.py and test_quantized.py hold the whole-SmolLM2 tests.
 if [ "${KILN_TEST_TIER:-}" != full ]; then
-  for f in tests/test_llm_batch.py tests/test_serve.py; do shared_pass_ignores+=(--ignore="$f"); done
+  for f in tests/test_llm_batch.py tests/test_serve.py tests/test_llm.py tests/test_quantized.py; do
+    shared_pass_ignores+=(--ignore="$f")
+  done
 fi
 mkdir -p build
 # The LLM programs the three passes export from SmolLM2 (tests/conftest.py's llm_programs): made once
