@@ -26,6 +26,14 @@ from kiln.llm import StreamDecoder, Tokenizer
 
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>"]
 
+# The Split regexes of Llama 3 and Qwen2's tokenizer.json files, by their tokenizer.ggml.pre.
+SPLIT_PATTERNS = {
+    "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
 CORPUS = [
     "Hello world! The quick brown fox jumps over the lazy dog.",
     "don't I'll we've they're It's 'quoted' DON'T you'd we'll",
@@ -133,11 +141,13 @@ def _newer_characters() -> list:
             if unicodedata.category(chr(cp)) == "Cn" and assigned.match(chr(cp))]
 
 
-def _boundary_tokenizer(digits: bool):
-    """A byte-level BPE whose merges join "a" or "1" with the first byte of any multi-byte
-    character: its ids show whether a character ends up in the same piece as the letter or
-    digit before it, that is, which class the pre-tokenizer gives it. With `digits`, a
-    Digits(individual_digits=False) step comes first (Rust's char::is_numeric)."""
+def _boundary_tokenizer(pre: str):
+    """A byte-level BPE whose merges join "a", "1" or " " with the first byte of any multi-byte
+    character: its ids show whether a character ends up in the same piece as the letter,
+    digit or space before it, that is, which class the pre-tokenizer gives it. `pre`:
+    "gpt2_split" (ByteLevel's own regex), "digits" (a Digits(individual_digits=False) step
+    first: Rust's char::is_numeric), or a key of SPLIT_PATTERNS (Split + ByteLevel without regex)."""
+    from tokenizers import Regex
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers
 
@@ -153,27 +163,31 @@ def _boundary_tokenizer(digits: bool):
             extra += 1
     vocab = {byte_char[b]: b for b in range(256)}
     merges = []
-    for first in ("a", "1"):
+    for first in ("a", "1", byte_char[0x20]):
         for lead in range(0xC2, 0xF5):
             merges.append((first, byte_char[lead]))
             vocab[first + byte_char[lead]] = len(vocab)
     hf = HFTokenizer(models.BPE(vocab, merges))
     split = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False), split]) if digits \
-        else split
+    if pre == "digits":
+        split = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False), split])
+    elif pre in SPLIT_PATTERNS:
+        split = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(SPLIT_PATTERNS[pre]), "isolated"),
+                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    hf.pre_tokenizer = split
     hf.decoder = decoders.ByteLevel()
     return hf, Tokenizer.from_json(hf.to_str())
 
 
-@pytest.mark.parametrize("digits", [False, True], ids=["gpt2_split", "digits"])
-def test_characters_of_unicode_15_to_17_split_as_hugging_face(digits):
-    """Each newer character after a letter and after a digit lands in the piece
-    `tokenizers` puts it in (its GPT-2 regex knows Unicode 16.0, its Digits Rust's 17.0)."""
+@pytest.mark.parametrize("pre", ["gpt2_split", "digits", "llama-bpe", "qwen2"])
+def test_characters_of_unicode_15_to_17_split_as_hugging_face(pre):
+    """Each newer character after a letter, a digit and a space lands in the piece
+    `tokenizers` puts it in (its regexes know Unicode 16.0, its Digits Rust's 17.0)."""
     newer = _newer_characters()
     assert len(newer) > 10000 and "\U00011de0" in newer and "\U00031350" in newer  # Tolong Siki 0, CJK ext. H
-    hf, ours = _boundary_tokenizer(digits)
+    hf, ours = _boundary_tokenizer(pre)
     assert ours.encode("a\u00e9") != ours.encode("a\u00e9"[0]) + ours.encode("\u00e9")  # the merges do join
-    texts = [f"a{c} 1{c} {c}a" for c in newer]
+    texts = [f"a{c} 1{c} {c}a.{c}\n{c}" for c in newer]
     want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     wrong = [t for t, w in zip(texts, want) if ours.encode(t) != w]
     assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {[hex(ord(t[1])) for t in wrong[:8]]}"
@@ -264,6 +278,80 @@ def test_out_of_range_ids_are_errors(from_gguf):
         StreamDecoder(from_gguf).push(-1)
 
 
+def _train_split_family(pre: str):
+    """A byte-level BPE of 1,200 tokens trained here (deterministically) on the corpus with
+    `pre`'s Split pattern, rebuilt as the reference: Llama 3's tokenizer.json sets
+    ignore_merges (llama.cpp does for "llama-bpe"), Qwen2's does not."""
+    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    def pre_tokenizer():
+        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(SPLIT_PATTERNS[pre]), "isolated"),
+                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+    trained = HFTokenizer(models.BPE())
+    trained.pre_tokenizer = pre_tokenizer()
+    trainer = trainers.BpeTrainer(vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=SPECIALS, show_progress=False)
+    trained.train_from_iterator(CORPUS * 3 + _random_texts(500, seed=1), trainer)
+    model = json.loads(trained.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
+    hf = HFTokenizer(models.BPE(model["vocab"], merges, ignore_merges=pre == "llama-bpe"))
+    hf.pre_tokenizer = pre_tokenizer()
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    assert [model["vocab"][t] for t in tokens] == list(range(len(tokens)))
+    return hf, tokens, [" ".join(m) for m in merges]
+
+
+@pytest.fixture(scope="module", params=["llama-bpe", "qwen2"])
+def split_family(request, tmp_path_factory):
+    """(pre, reference, kiln's tokenizer from a GGUF, kiln's from the reference's tokenizer.json)."""
+    from llm_files import write_gguf
+
+    pre = request.param
+    hf, tokens, merges = _train_split_family(pre)
+    meta = {"general.architecture": "llama", "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre,
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": [3 if t in SPECIALS else 1 for t in tokens],
+            "tokenizer.ggml.merges": merges, "tokenizer.ggml.eos_token_id": tokens.index("<|endoftext|>")}
+    path = write_gguf(tmp_path_factory.mktemp(pre) / "tokenizer.gguf", meta)
+    return pre, hf, Tokenizer.from_gguf(str(path)), Tokenizer.from_json(hf.to_str())
+
+
+SPLIT_TEXTS = CORPUS + _random_texts(2000, seed=23) + [
+    "'S 'T 'RE 'Ve 'M 'LL 'D 'ſ x'ſx 'K 'x", "1 12 123 1234 12345 ١٢٣٤ 7½", "a\r\n\r\n b\n\n\t x  \n  y \t\nz",
+    "...\n\n!! ?\r\n(word [x] 😀ab \u3000ab \tab \nab", "word  \n", "   \n\n   ", "\r", "\r\n \r\n"]
+
+
+def test_llama3_and_qwen2_encode_and_decode_equal_hugging_face(split_family):
+    pre, hf, from_gguf, from_json = split_family
+    assert from_gguf.special_ids == from_json.special_ids == sorted(hf.token_to_id(t) for t in SPECIALS)
+    want = [e.ids for e in hf.encode_batch(SPLIT_TEXTS, add_special_tokens=False)]
+    for ours in (from_gguf, from_json):
+        wrong = [t for t, w in zip(SPLIT_TEXTS, want) if ours.encode(t) != w]
+        assert not wrong, f"{pre}: {len(wrong)} of {len(SPLIT_TEXTS)} differ, e.g. {wrong[:3]!r}"
+        for ids in want[:300]:
+            assert ours.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+            assert ours.decode(ids, skip_special=True) == hf.decode(ids, skip_special_tokens=True)
+    # The digit rule tells the two apart: "123" "45" (each then merged by BPE) or one by one.
+    pieces = [from_gguf.decode([i]) for i in from_gguf.encode("12345")]
+    ends = {sum(len(p) for p in pieces[:k + 1]) for k in range(len(pieces))}
+    assert (3 in ends and max(map(len, pieces)) > 1) if pre == "llama-bpe" else pieces == list("12345")
+
+
+def test_llama3_and_qwen2_to_json_round_trips(split_family):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    pre, hf, from_gguf, _ = split_family
+    text = from_gguf.to_json()
+    again, theirs = Tokenizer.from_json(text), HFTokenizer.from_str(text)
+    assert json.loads(text)["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == SPLIT_PATTERNS[pre]
+    want = [e.ids for e in hf.encode_batch(SPLIT_TEXTS[:400], add_special_tokens=False)]
+    assert [again.encode(t) for t in SPLIT_TEXTS[:400]] == want
+    assert [e.ids for e in theirs.encode_batch(SPLIT_TEXTS[:400], add_special_tokens=False)] == want
+
+
 def _minimal(**changes) -> str:
     doc = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "decoder": {"type": "ByteLevel"},
@@ -287,6 +375,12 @@ def test_minimal_tokenizer_json():
     ('{"model": {"type": "Unigram", "vocab": []}}', kiln.NotSupported, "model type 'Unigram' is not supported"),
     (_minimal(normalizer={"type": "NFC"}), kiln.NotSupported, "a normalizer is not supported"),
     (_minimal(pre_tokenizer={"type": "Metaspace"}), kiln.NotSupported, "pre_tokenizer 'Metaspace' is not supported"),
+    (_minimal(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False}),
+     kiln.NotSupported, "Split pattern .+ is not supported (kiln reads the patterns of GPT-2's ByteLevel"),
+    (_minimal(pre_tokenizer={"type": "Split", "pattern": {"Regex": SPLIT_PATTERNS["qwen2"]}, "behavior": "Removed"}),
+     kiln.NotSupported, "only Split with behavior Isolated"),
+    (_minimal(pre_tokenizer={"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated"}),
+     kiln.NotSupported, "Split pre_tokenizer without a Regex pattern"),
     (_minimal(decoder={"type": "WordPiece"}), kiln.NotSupported, "decoder 'WordPiece' is not supported"),
     (_minimal(added_tokens=[{"id": 3, "content": "<x>", "lstrip": True}]), kiln.NotSupported, "has lstrip"),
     ('{"a": "\\ud800"}', kiln.InvalidArgument, "unpaired surrogate"),

@@ -20,12 +20,16 @@ struct AddedToken {
   bool special = false;
 };
 
+// The Split patterns kiln knows (each has a hand-written splitter).
+enum class SplitPattern : uint8_t { Llama3, Qwen2 };
+
 // A pre-tokenizer step, applied in order to every piece.
 struct PreStep {
-  enum Kind { Digits, ByteLevel } kind;
+  enum Kind { Digits, ByteLevel, Split } kind;
   bool individual_digits = false;  // Digits
   bool add_prefix_space = false;   // ByteLevel
   bool use_regex = true;           // ByteLevel
+  SplitPattern pattern = SplitPattern::Llama3;  // Split (behavior Isolated)
 };
 
 struct TokenizerData {
@@ -126,7 +130,45 @@ Status finish(TokenizerData& d, const std::vector<std::pair<std::string, std::st
   return Status::ok();
 }
 
-// tokenizer.json's pre_tokenizer: ByteLevel, Digits, or a Sequence of them.
+// The split regexes of Llama 3 (tokenizer.ggml.pre "llama-bpe") and Qwen2 ("qwen2"), as
+// their tokenizer.json files spell them; they differ only in the digits taken at once.
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kQwen2Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+const char* pattern_text(internal::SplitPattern p) {
+  return p == internal::SplitPattern::Llama3 ? kLlama3Pattern : kQwen2Pattern;
+}
+
+// A Split pre-tokenizer: one of the known patterns, behavior Isolated, not inverted.
+Status parse_split(const Json& node, std::vector<PreStep>* steps) {
+  const Json* pattern = node.get("pattern");
+  const Json* regex = pattern && pattern->is_object() ? pattern->get("Regex") : nullptr;
+  KILN_CHECK_OR_RETURN(regex && regex->is_string(), NotSupported,
+                       "tokenizer.json: a Split pre_tokenizer without a Regex pattern is not supported");
+  const Json* behavior = node.get("behavior");
+  const Json* invert = node.get("invert");
+  KILN_CHECK_OR_RETURN(behavior && behavior->is_string() && behavior->str() == "Isolated" &&
+                           (invert == nullptr || (invert->is_bool() && !invert->b())),
+                       NotSupported, "tokenizer.json: only Split with behavior Isolated (not inverted) is supported");
+  PreStep step{PreStep::Split};
+  if (regex->str() == kLlama3Pattern) {
+    step.pattern = internal::SplitPattern::Llama3;
+  } else if (regex->str() == kQwen2Pattern) {
+    step.pattern = internal::SplitPattern::Qwen2;
+  } else {
+    return Status(Error::NotSupported, "tokenizer.json: Split pattern " + internal::json_quote(regex->str()) +
+                                           " is not supported (kiln reads the patterns of GPT-2's ByteLevel, "
+                                           "Llama 3 and Qwen2)");
+  }
+  steps->push_back(step);
+  return Status::ok();
+}
+
+// tokenizer.json's pre_tokenizer: ByteLevel, Digits, Split, or a Sequence of them.
 Status parse_pre(const Json* node, std::vector<PreStep>* steps) {
   if (node == nullptr || node->is_null()) return Status::ok();
   const Json* type = node->get("type");
@@ -149,8 +191,9 @@ Status parse_pre(const Json* node, std::vector<PreStep>* steps) {
     steps->push_back({PreStep::ByteLevel, false, flag("add_prefix_space", true), flag("use_regex", true)});
     return Status::ok();
   }
+  if (type->str() == "Split") return parse_split(*node, steps);
   return Status(Error::NotSupported, "tokenizer.json: pre_tokenizer '" + std::string(type->str()) +
-                                         "' is not supported (kiln reads ByteLevel and Digits)");
+                                         "' is not supported (kiln reads ByteLevel, Digits and Split)");
 }
 
 int32_t named_id(const TokenizerData& d, const Json* node) {
@@ -198,6 +241,92 @@ void split_gpt2(std::string_view text, std::vector<std::string_view>* out) {
     // that word's optional leading space; a single one is taken by the final \s+.
     if (k < n && k - i > 1) --k;
     out->push_back(text.substr(off[i], off[k] - off[i]));
+    i = k;
+  }
+}
+
+// The Llama 3 / Qwen2 split, with at most `max_digits` numbers in a piece:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+
+// Each branch below is one alternative, tried in the regex's order.
+void split_llama3(std::string_view text, size_t max_digits, std::vector<std::string_view>* out) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  internal::decode_utf8(text, &cps, &off);
+  const size_t n = cps.size();
+  auto cls = [&](size_t k) { return internal::char_class(cps[k]); };
+  auto newline = [&](size_t k) { return cps[k] == '\r' || cps[k] == '\n'; };
+  // Case-insensitive ASCII; Oniguruma's (?i) also folds U+017F LATIN SMALL LETTER LONG S to 's'.
+  auto is = [&](size_t k, char lower) {
+    if (k >= n) return false;
+    uint32_t c = cps[k];
+    if (c >= 'A' && c <= 'Z') c += 'a' - 'A';
+    return c == static_cast<uint32_t>(lower) || (lower == 's' && c == 0x17F);
+  };
+  auto run = [&](size_t k, CharClass c) {
+    while (k < n && cls(k) == c) ++k;
+    return k;
+  };
+  auto emit = [&](size_t from, size_t to) { out->push_back(text.substr(off[from], off[to] - off[from])); };
+  size_t i = 0;
+  while (i < n) {
+    const CharClass c = cls(i);
+    if (cps[i] == '\'') {  // contractions
+      size_t len = 0;
+      if (is(i + 1, 's') || is(i + 1, 't') || is(i + 1, 'm') || is(i + 1, 'd')) {
+        len = 1;
+      } else if ((is(i + 1, 'r') && is(i + 2, 'e')) || (is(i + 1, 'v') && is(i + 2, 'e')) ||
+                 (is(i + 1, 'l') && is(i + 2, 'l'))) {
+        len = 2;
+      }
+      if (len > 0) {
+        emit(i, i + 1 + len);
+        i += 1 + len;
+        continue;
+      }
+    }
+    if (c == CharClass::Letter) {  // [^\r\n\p{L}\p{N}]?\p{L}+ without the optional character
+      size_t k = run(i, CharClass::Letter);
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    if (c != CharClass::Number && !newline(i) && i + 1 < n && cls(i + 1) == CharClass::Letter) {  // with it
+      size_t k = run(i + 1, CharClass::Letter);
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    if (c == CharClass::Number) {  // \p{N}{1,max}
+      size_t k = i + 1;
+      while (k < n && k - i < max_digits && cls(k) == CharClass::Number) ++k;
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    size_t j = cps[i] == ' ' ? i + 1 : i;
+    if (j < n && cls(j) == CharClass::Other) {  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+      size_t k = run(j, CharClass::Other);
+      while (k < n && newline(k)) ++k;
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    // Only whitespace is left (an Other character was taken above).
+    size_t k = run(i, CharClass::Space);
+    size_t last_newline = k;
+    for (size_t m = k; m > i; --m) {
+      if (newline(m - 1)) {
+        last_newline = m - 1;
+        break;
+      }
+    }
+    if (last_newline < k) {  // \s*[\r\n]+: up to the run's last line break
+      k = last_newline + 1;
+    } else if (k < n && k - i > 1) {  // \s+(?!\S) leaves the last one to the next piece; a lone one is \s+
+      --k;
+    }
+    emit(i, k);
     i = k;
   }
 }
@@ -362,13 +491,23 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     if (!p.ok()) return p.status();
     pre = p.value();
   }
+  // llama.cpp's names (llama-vocab.cpp); Llama 3's tokenizer also takes a whole
+  // word that is in the vocabulary before any merge (ignore_merges).
   if (pre == "smollm") {
     d->pre = {{PreStep::Digits, true}, {PreStep::ByteLevel, false, false, true}};
   } else if (pre == "gpt-2" || pre == "gpt2" || pre == "default") {
     d->pre = {{PreStep::ByteLevel, false, false, true}};
+  } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
+    d->pre = {{PreStep::Split, false, false, false, internal::SplitPattern::Llama3},
+              {PreStep::ByteLevel, false, false, false}};
+    d->ignore_merges = true;
+  } else if (pre == "qwen2") {
+    d->pre = {{PreStep::Split, false, false, false, internal::SplitPattern::Qwen2},
+              {PreStep::ByteLevel, false, false, false}};
   } else {
     return Status(Error::NotSupported, format("'%s': tokenizer.ggml.pre '%s' is not supported (kiln reads 'smollm', "
-                                              "'gpt-2' and 'default')",
+                                              "'gpt-2', 'default', 'llama-bpe' (also 'llama3', 'llama-v3') and "
+                                              "'qwen2')",
                                               path.c_str(), pre.c_str()));
   }
   const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
@@ -489,6 +628,8 @@ void encode_plain(const TokenizerData& d, std::string_view text, std::vector<int
       parts.clear();
       if (step.kind == PreStep::Digits) {
         split_digits(piece, step.individual_digits, &parts);
+      } else if (step.kind == PreStep::Split) {
+        split_llama3(piece, step.pattern == internal::SplitPattern::Llama3 ? 3 : 1, &parts);
       } else {
         if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(piece.begin(), ' ');
         if (step.use_regex)
@@ -589,6 +730,9 @@ std::string Tokenizer::to_json() const {
     s += i ? "," : "";
     if (p.kind == PreStep::Digits) {
       s += std::string("{\"type\":\"Digits\",\"individual_digits\":") + (p.individual_digits ? "true" : "false") + "}";
+    } else if (p.kind == PreStep::Split) {
+      s += "{\"type\":\"Split\",\"pattern\":{\"Regex\":" + json_quote(pattern_text(p.pattern)) +
+           "},\"behavior\":\"Isolated\",\"invert\":false}";
     } else {
       s += std::string("{\"type\":\"ByteLevel\",\"add_prefix_space\":") + (p.add_prefix_space ? "true" : "false") +
            ",\"trim_offsets\":true,\"use_regex\":" + (p.use_regex ? "true" : "false") + "}";

@@ -27,16 +27,18 @@ struct TokenizerData;
 // GPT-2 split) and merged by BPE rank. Decodes like `tokenizers` too: bytes of
 // the byte-level alphabet, invalid UTF-8 replaced by U+FFFD.
 // Supported tokenizer.json parts: normalizer null; pre_tokenizer ByteLevel,
-// Digits or a Sequence of them; model BPE (no dropout, no byte fallback);
-// decoder ByteLevel. Anything else is NotSupported, naming it.
+// Digits, Split with Llama 3's or Qwen2's pattern (behavior Isolated), or a
+// Sequence of them; model BPE (no dropout, no byte fallback); decoder
+// ByteLevel. Anything else is NotSupported, naming it.
 class KILN_LLM_API Tokenizer {
  public:
   static Result<Tokenizer> from_json(std::string_view json);
   // A regular file of at most 256 MiB (a FIFO or a device is InvalidArgument).
   static Result<Tokenizer> from_json_file(const std::string& path);
   // tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre "smollm" (digits split
-  // one by one) or "gpt-2"/"default"; control and user-defined tokens are added
-  // tokens (control ones special).
+  // one by one), "gpt-2"/"default", "llama-bpe"/"llama3"/"llama-v3" (Llama 3's
+  // split, whole words in the vocabulary taken before merges) or "qwen2";
+  // control and user-defined tokens are added tokens (control ones special).
   static Result<Tokenizer> from_gguf(const GgufFile& gguf);
   static Result<Tokenizer> from_gguf_file(const std::string& path);
 
