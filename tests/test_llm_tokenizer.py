@@ -147,9 +147,8 @@ def _boundary_tokenizer(pre: str):
     digit or space before it, that is, which class the pre-tokenizer gives it. `pre`:
     "gpt2_split" (ByteLevel's own regex), "digits" (a Digits(individual_digits=False) step
     first: Rust's char::is_numeric), or a key of SPLIT_PATTERNS (Split + ByteLevel without regex)."""
-    from tokenizers import Regex
+    from tokenizers import Regex, decoders, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_char = {}

@@ -26,9 +26,9 @@ enum class SplitPattern : uint8_t { Llama3, Qwen2 };
 // A pre-tokenizer step, applied in order to every piece.
 struct PreStep {
   enum Kind { Digits, ByteLevel, Split } kind;
-  bool individual_digits = false;  // Digits
-  bool add_prefix_space = false;   // ByteLevel
-  bool use_regex = true;           // ByteLevel
+  bool individual_digits = false;               // Digits
+  bool add_prefix_space = false;                // ByteLevel
+  bool use_regex = true;                        // ByteLevel
   SplitPattern pattern = SplitPattern::Llama3;  // Split (behavior Isolated)
 };
 
