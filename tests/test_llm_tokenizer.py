@@ -279,26 +279,29 @@ def test_out_of_range_ids_are_errors(from_gguf):
 
 def _train_split_family(pre: str):
     """A byte-level BPE of 1,200 tokens trained here (deterministically) on the corpus with
-    `pre`'s Split pattern, rebuilt as the reference: Llama 3's tokenizer.json sets
-    ignore_merges (llama.cpp does for "llama-bpe"), Qwen2's does not."""
+    Llama 3's Split pattern (so that it has tokens of several digits, which Qwen2's split
+    must never produce), rebuilt as the reference with `pre`'s pattern: Llama 3's
+    tokenizer.json sets ignore_merges (llama.cpp does for "llama-bpe"), Qwen2's does not."""
     from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trainers
     from tokenizers import Tokenizer as HFTokenizer
 
-    def pre_tokenizer():
+    def pre_tokenizer(pre):
         return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(SPLIT_PATTERNS[pre]), "isolated"),
                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
     trained = HFTokenizer(models.BPE())
-    trained.pre_tokenizer = pre_tokenizer()
+    trained.pre_tokenizer = pre_tokenizer("llama-bpe")
     trainer = trainers.BpeTrainer(vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=SPECIALS, show_progress=False)
-    trained.train_from_iterator(CORPUS * 3 + _random_texts(500, seed=1), trainer)
+    numbers = [f"{i} {i * 7919} {i:04d}" for i in range(400)]
+    trained.train_from_iterator(CORPUS * 3 + _random_texts(500, seed=1) + numbers, trainer)
     model = json.loads(trained.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
     hf = HFTokenizer(models.BPE(model["vocab"], merges, ignore_merges=pre == "llama-bpe"))
-    hf.pre_tokenizer = pre_tokenizer()
+    hf.pre_tokenizer = pre_tokenizer(pre)
     hf.decoder = decoders.ByteLevel()
     hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    assert {"12", "123"} <= set(model["vocab"])
     tokens = sorted(model["vocab"], key=model["vocab"].get)
     assert [model["vocab"][t] for t in tokens] == list(range(len(tokens)))
     return hf, tokens, [" ".join(m) for m in merges]
