@@ -354,6 +354,126 @@ def test_llama3_and_qwen2_to_json_round_trips(split_family):
     assert [e.ids for e in theirs.encode_batch(SPLIT_TEXTS[:400], add_special_tokens=False)] == want
 
 
+def _train_sentencepiece(tmp_path, add_dummy_prefix: bool):
+    """A SentencePiece BPE of 500 pieces with byte fallback trained here (one thread:
+    deterministic) on the corpus, without normalization (as llama.cpp, which has none), and
+    its GGUF metadata as llama.cpp's converter writes it."""
+    import io
+
+    import sentencepiece
+    from llm_files import write_gguf
+
+    lines = [line for text in CORPUS + _random_texts(300, seed=2) for line in text.split("\n") if line.strip()]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(tmp_path / "corpus.txt"), model_writer=model, model_type="bpe", vocab_size=500, byte_fallback=True,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=add_dummy_prefix,
+        character_coverage=0.995, num_threads=1, allow_whitespace_only_pieces=True, minloglevel=2)
+    sp = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    n = sp.vocab_size()
+    types = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 5 if sp.is_unused(i) else 6 if sp.is_byte(i)
+             else 1 for i in range(n)]
+    meta = {"general.architecture": "llama", "tokenizer.ggml.model": "llama",
+            "tokenizer.ggml.tokens": [sp.id_to_piece(i) for i in range(n)],
+            "tokenizer.ggml.scores": [sp.get_score(i) for i in range(n)], "tokenizer.ggml.token_type": types,
+            "tokenizer.ggml.bos_token_id": sp.bos_id(), "tokenizer.ggml.eos_token_id": sp.eos_id(),
+            "tokenizer.ggml.unknown_token_id": sp.unk_id(), "tokenizer.ggml.add_space_prefix": add_dummy_prefix,
+            "tokenizer.ggml.add_bos_token": True}
+    return sp, meta, write_gguf(tmp_path / "spm.gguf", meta)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["space_prefix", "no_space_prefix"])
+def sentencepiece_family(request, tmp_path_factory):
+    """(sentencepiece's processor, its GGUF metadata, kiln's tokenizer from the GGUF)."""
+    sp, meta, path = _train_sentencepiece(tmp_path_factory.mktemp("spm"), request.param)
+    return sp, meta, Tokenizer.from_gguf(str(path))
+
+
+SPM_TEXTS = [t for t in CORPUS + _random_texts(2000, seed=29) + [" x", "  x  ", "\u2581 \u2581\u2581", "\U0001fae0 "]
+             if not any(s in t for s in ("<s>", "</s>", "<unk>"))]
+
+
+def test_sentencepiece_encode_and_decode_equal_sentencepiece(sentencepiece_family):
+    sp, meta, ours = sentencepiece_family
+    assert (ours.vocab_size, ours.bos_id, ours.eos_id) == (sp.vocab_size(), sp.bos_id(), sp.eos_id())
+    assert ours.special_ids == [sp.unk_id(), sp.bos_id(), sp.eos_id()]
+    wrong, decoded_wrong, fallback = [], [], 0
+    for text in SPM_TEXTS:
+        want = sp.encode(text, add_bos=True)  # the GGUF says add_bos_token; kiln's runner adds it
+        got = [ours.bos_id] + ours.encode(text)
+        fallback += any(meta["tokenizer.ggml.token_type"][i] == 6 for i in got)
+        if got != want:
+            wrong.append(text)
+        if ours.decode(want, skip_special=True) != sp.decode(want) or ours.decode(want[1:]) != sp.decode(want[1:]):
+            decoded_wrong.append(text)
+    assert not wrong, f"{len(wrong)} of {len(SPM_TEXTS)} differ, e.g. {wrong[:3]!r}"
+    assert not decoded_wrong, f"{len(decoded_wrong)} decode differently, e.g. {decoded_wrong[:3]!r}"
+    assert fallback > 100  # the rare characters do fall back to byte tokens
+    assert ours.decode(ours.encode(" x y")) == sp.decode(sp.encode(" x y")) == " x y"
+    # Only the first text's space goes, so a BOS kept as text keeps it (as llama.cpp and `tokenizers` do).
+    prefix = meta["tokenizer.ggml.add_space_prefix"]
+    assert ours.decode([ours.bos_id] + ours.encode("x")) == ("<s> x" if prefix else "<s>x")
+
+
+def test_sentencepiece_stream_decoder_adds_up_to_decode(sentencepiece_family):
+    _, _, ours = sentencepiece_family
+    rng = random.Random(8)
+    for text in SPM_TEXTS[:200]:
+        ids = ours.encode(text)
+        for skip in (False, True):
+            stream = StreamDecoder(ours, skip)
+            assert "".join(stream.push(i) for i in ids) + stream.flush() == ours.decode(ids, skip_special=skip)
+    for _ in range(200):
+        ids = [rng.randrange(ours.vocab_size) for _ in range(rng.randint(1, 10))]
+        stream = StreamDecoder(ours, True)
+        assert "".join(stream.push(i) for i in ids) + stream.flush() == ours.decode(ids, skip_special=True), ids
+
+
+def _spm_gguf(tmp_path, tokens, scores=None, types=None, **extra):
+    from llm_files import write_gguf
+
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": scores if scores is not None else [0.0] * len(tokens),
+            "tokenizer.ggml.token_type": types if types is not None else [1] * len(tokens), **extra}
+    return str(write_gguf(tmp_path / "spm.gguf", meta))
+
+
+def test_sentencepiece_merges_the_best_score_first_and_the_leftmost_on_ties(tmp_path):
+    tokens = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "c", "ab", "bc", "\u2581a", "\u2581ab", "<0x64>"]
+    types = [2, 3, 3] + [1] * 8 + [6]
+    ties = Tokenizer.from_gguf(_spm_gguf(tmp_path, tokens, [0.0] * 12, types))
+    assert [ties.id_to_token(i) for i in ties.encode("abc", parse_special=False)] == ["\u2581ab", "c"]
+    # bc above everything else: it goes first, then nothing joins "\u2581a" and "bc".
+    scores = [0.0] * 12
+    scores[tokens.index("bc")] = 5.0
+    best = Tokenizer.from_gguf(_spm_gguf(tmp_path, tokens, scores, types, **{"tokenizer.ggml.add_space_prefix": False}))
+    assert [best.id_to_token(i) for i in best.encode("abc")] == ["a", "bc"]
+    assert best.encode("dab") == [11, 7]  # "d" is no token: its byte token
+    assert best.decode(best.encode(" abc")) == " abc" and ties.decode(ties.encode(" abc")) == " abc"
+    assert best.encode("x") == [0]  # no byte token for "x": the unknown token
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tokenizer.ggml.scores": [0.0] * 3}, "tokenizer.ggml.scores is not a list of 5 numbers, one per token"),
+    ({"tokenizer.ggml.scores": ["x"] * 5}, "tokenizer.ggml.scores is not a list of 5 numbers"),
+    ({"tokenizer.ggml.token_type": [1, 1, 1, 1, 7]}, "token_type of token 4 is 7, not a type 0..6"),
+    ({"tokenizer.ggml.token_type": [1, 1, 1, -1, 1]}, "token_type of token 3 is -1, not a type 0..6"),
+    ({"tokenizer.ggml.token_type": [1, 1, 1, 1, 6]}, "token 4 is of type byte but is 'b', not <0xXX>"),
+    ({"tokenizer.ggml.tokens": ["<unk>", "a", "<0xG1>", "<0x1>", "<0x41"],
+      "tokenizer.ggml.token_type": [2, 1, 6, 1, 1]}, "token 2 is of type byte but is '<0xG1>'"),
+    ({"tokenizer.ggml.add_space_prefix": "yes"}, "tokenizer.ggml.add_space_prefix is not a bool"),
+])
+def test_bad_sentencepiece_gguf_is_a_clear_error(tmp_path, change, message):
+    from llm_files import write_gguf
+
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "a", "ab", "\u2581", "b"],
+            "tokenizer.ggml.scores": [0.0] * 5, "tokenizer.ggml.token_type": [2, 1, 1, 1, 1], **change}
+    path = write_gguf(tmp_path / "bad.gguf", meta)
+    with pytest.raises(kiln.InvalidProgram, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Tokenizer.from_gguf(str(path))
+
+
 def _minimal(**changes) -> str:
     doc = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "decoder": {"type": "ByteLevel"},

@@ -1,4 +1,4 @@
-// Byte-level BPE: loading (tokenizer.json, GGUF), encoding, decoding and streaming decoding.
+// Byte-level BPE and SentencePiece: loading (tokenizer.json, GGUF), encoding, decoding and streaming decoding.
 #include "kiln/llm/tokenizer.h"
 
 #include <algorithm>
@@ -49,6 +49,12 @@ struct TokenizerData {
   int32_t eos_id = -1;
   std::string byte_char[256];                       // byte -> UTF-8 of its byte-level character
   std::unordered_map<uint32_t, uint8_t> char_byte;  // byte-level code point -> byte
+  // SentencePiece (GGUF tokenizer.ggml.model "llama"): llama.cpp's SPM encoder
+  // instead of the byte-level pre-tokenizers and BPE ranks.
+  bool spm = false;
+  bool add_space_prefix = false;  // SPM: '\xE2\x96\x81' before the text (and decode drops the space)
+  std::vector<float> scores;      // SPM: id -> score (the merge of highest score goes first)
+  int32_t byte_ids[256];          // SPM: byte -> its <0xXX> token, or -1
 };
 
 }  // namespace internal
@@ -477,23 +483,110 @@ Result<Tokenizer> Tokenizer::from_json_file(const std::string& path) {
   return t;
 }
 
+namespace {
+
+// llama.cpp's token types (tokenizer.ggml.token_type).
+enum TokenType : int64_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+constexpr const char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// "<0xXX>" -> XX, or -1.
+int byte_token_value(const std::string& token) {
+  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
+  int hi = hex_digit(token[3]), lo = hex_digit(token[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// What an SPM token decodes to, as llama.cpp's token_to_piece: normal tokens
+// with U+2581 as a space, byte tokens their byte, unused ones nothing, the
+// others (control, unknown, user-defined) their text.
+std::string spm_token_bytes(const std::string& token, int64_t type) {
+  switch (type) {
+    case kUndefined:
+    case kNormal: return replace_all(token, kSpace, " ");
+    case kByte: return std::string(1, static_cast<char>(byte_token_value(token)));
+    case kUnused: return std::string();
+    default: return token;
+  }
+}
+
+// The SentencePiece parts of a GGUF tokenizer: scores, byte tokens, the space prefix.
+Status read_spm(const GgufFile& gguf, const std::vector<int64_t>& types, TokenizerData& d) {
+  const std::string& path = gguf.path();
+  const size_t n = d.tokens.size();
+  d.spm = true;
+  d.scores.assign(n, 0.0f);  // llama.cpp's default without the key
+  if (const GgufValue* scores = gguf.find("tokenizer.ggml.scores")) {
+    KILN_CHECK_OR_RETURN(scores->type == GgufType::Array &&
+                             (scores->array_type == GgufType::Float32 || scores->array_type == GgufType::Float64) &&
+                             scores->floats.size() == n,
+                         InvalidProgram, "'%s': tokenizer.ggml.scores is not a list of %zu numbers, one per token",
+                         path.c_str(), n);
+    for (size_t i = 0; i < n; ++i) d.scores[i] = static_cast<float>(scores->floats[i]);
+  }
+  d.add_space_prefix = true;  // llama.cpp's default for SPM
+  if (const GgufValue* prefix = gguf.find("tokenizer.ggml.add_space_prefix")) {
+    KILN_CHECK_OR_RETURN(prefix->type == GgufType::Bool, InvalidProgram,
+                         "'%s': tokenizer.ggml.add_space_prefix is not a bool", path.c_str());
+    d.add_space_prefix = prefix->i != 0;
+  }
+  std::fill(std::begin(d.byte_ids), std::end(d.byte_ids), -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (types[i] != kByte) continue;
+    int b = byte_token_value(d.tokens[i]);
+    KILN_CHECK_OR_RETURN(b >= 0, InvalidProgram, "'%s': token %zu is of type byte but is '%s', not <0xXX>",
+                         path.c_str(), i, d.tokens[i].c_str());
+    if (d.byte_ids[b] < 0) d.byte_ids[b] = static_cast<int32_t>(i);
+  }
+  for (size_t i = 0; i < n; ++i) d.bytes[i] = spm_token_bytes(d.tokens[i], types[i]);
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   const std::string& path = gguf.path();
   auto model = gguf.get_string("tokenizer.ggml.model");
   if (!model.ok()) return model.status();
-  KILN_CHECK_OR_RETURN(model.value() == "gpt2", NotSupported,
-                       "'%s': tokenizer.ggml.model is '%s'; kiln reads byte-level BPE ('gpt2') only", path.c_str(),
-                       model.value().c_str());
+  const bool spm = model.value() == "llama";
+  KILN_CHECK_OR_RETURN(model.value() == "gpt2" || spm, NotSupported,
+                       "'%s': tokenizer.ggml.model is '%s'; kiln reads byte-level BPE ('gpt2') and SentencePiece "
+                       "('llama')",
+                       path.c_str(), model.value().c_str());
   auto d = std::make_shared<TokenizerData>();
   std::string pre = "default";
-  if (gguf.find("tokenizer.ggml.pre")) {
+  if (!spm && gguf.find("tokenizer.ggml.pre")) {  // llama.cpp reads it for BPE only
     auto p = gguf.get_string("tokenizer.ggml.pre");
     if (!p.ok()) return p.status();
     pre = p.value();
   }
   // llama.cpp's names (llama-vocab.cpp); Llama 3's tokenizer also takes a whole
   // word that is in the vocabulary before any merge (ignore_merges).
-  if (pre == "smollm") {
+  if (spm) {
+    // No pre-tokenizer: encode_spm takes the text between added tokens whole.
+  } else if (pre == "smollm") {
     d->pre = {{PreStep::Digits, true}, {PreStep::ByteLevel, false, false, true}};
   } else if (pre == "gpt-2" || pre == "gpt2" || pre == "default") {
     d->pre = {{PreStep::ByteLevel, false, false, true}};
@@ -515,18 +608,27 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
                            !tokens->strings.empty() && tokens->strings.size() < INT32_MAX,
                        InvalidProgram, "'%s': tokenizer.ggml.tokens is missing or not a list of strings", path.c_str());
   d->tokens = tokens->strings;
-  const GgufValue* types = gguf.find("tokenizer.ggml.token_type");
-  if (types != nullptr) {
-    KILN_CHECK_OR_RETURN(types->type == GgufType::Array && types->ints.size() == d->tokens.size(), InvalidProgram,
+  std::vector<int64_t> types(d->tokens.size(), kNormal);
+  if (const GgufValue* t = gguf.find("tokenizer.ggml.token_type")) {
+    KILN_CHECK_OR_RETURN(t->type == GgufType::Array && t->ints.size() == d->tokens.size(), InvalidProgram,
                          "'%s': tokenizer.ggml.token_type does not have one entry per token", path.c_str());
-    // llama.cpp's token types: 3 control (special), 4 user-defined (added, not special).
-    for (size_t i = 0; i < d->tokens.size(); ++i) {
-      int64_t t = types->ints[i];
-      if (t == 3 || t == 4) d->added.push_back({d->tokens[i], static_cast<int32_t>(i), t == 3});
+    for (size_t i = 0; i < types.size(); ++i) {
+      KILN_CHECK_OR_RETURN(t->ints[i] >= kUndefined && t->ints[i] <= kByte, InvalidProgram,
+                           "'%s': tokenizer.ggml.token_type of token %zu is %lld, not a type 0..6", path.c_str(), i,
+                           static_cast<long long>(t->ints[i]));
+      types[i] = t->ints[i];
+    }
+  }
+  // Control tokens are special added tokens, user-defined ones added (not
+  // special); llama.cpp also matches SPM's unknown token in the text.
+  for (size_t i = 0; i < d->tokens.size(); ++i) {
+    int64_t t = types[i];
+    if (t == kControl || t == kUserDefined || (spm && t == kUnknown)) {
+      d->added.push_back({d->tokens[i], static_cast<int32_t>(i), t != kUserDefined});
     }
   }
   std::vector<std::pair<std::string, std::string>> merges;
-  if (const GgufValue* m = gguf.find("tokenizer.ggml.merges")) {
+  if (const GgufValue* m = spm ? nullptr : gguf.find("tokenizer.ggml.merges")) {
     KILN_CHECK_OR_RETURN(m->type == GgufType::Array && m->array_type == GgufType::String, InvalidProgram,
                          "'%s': tokenizer.ggml.merges is not a list of strings", path.c_str());
     merges.reserve(m->strings.size());
@@ -538,15 +640,19 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     }
   }
   KILN_RETURN_IF_ERROR(finish(*d, merges));
-  auto id_of = [&](const char* key) -> int32_t {
-    auto v = gguf.get_int(key);
-    return v.ok() && v.value() >= 0 && v.value() < static_cast<int64_t>(d->tokens.size())
-               ? static_cast<int32_t>(v.value())
-               : -1;
+  if (spm) KILN_RETURN_IF_ERROR(read_spm(gguf, types, *d));
+  // Absent ids: llama.cpp's defaults for SPM (<unk> 0, <s> 1, </s> 2), none for BPE.
+  auto id_of = [&](const char* key, int32_t spm_default) -> int32_t {
+    int64_t id = spm ? spm_default : -1;
+    if (gguf.find(key)) {
+      auto v = gguf.get_int(key);
+      id = v.ok() ? v.value() : -1;
+    }
+    return id >= 0 && id < static_cast<int64_t>(d->tokens.size()) ? static_cast<int32_t>(id) : -1;
   };
-  d->bos_id = id_of("tokenizer.ggml.bos_token_id");
-  d->eos_id = id_of("tokenizer.ggml.eos_token_id");
-  d->unk_id = id_of("tokenizer.ggml.unknown_token_id");
+  d->bos_id = id_of("tokenizer.ggml.bos_token_id", 1);
+  d->eos_id = id_of("tokenizer.ggml.eos_token_id", 2);
+  d->unk_id = id_of("tokenizer.ggml.unknown_token_id", 0);
   return Tokenizer(std::move(d));
 }
 
@@ -618,8 +724,82 @@ void bpe(const TokenizerData& d, std::string_view word, std::vector<int32_t>* ou
   }
 }
 
+// llama.cpp's SPM encoder (llm_tokenizer_spm): spaces become U+2581 (one more
+// in front with add_space_prefix), the text is split into characters, and the
+// adjacent pair whose concatenation is a token of the highest score is merged
+// (the leftmost on ties) until none is; a piece that is not a token becomes
+// its byte tokens (the unknown token for a byte without one).
+void encode_spm(const TokenizerData& d, std::string_view text, std::vector<int32_t>* out) {
+  std::string s;
+  s.reserve(text.size() + 3);
+  if (d.add_space_prefix) s += kSpace;
+  for (char c : text) {
+    if (c == ' ')
+      s += kSpace;
+    else
+      s += c;
+  }
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  internal::decode_utf8(s, &cps, &off);
+  struct Sym {
+    size_t start, len;  // len 0: merged into the symbol before it
+    int32_t prev, next;
+  };
+  std::vector<Sym> syms(cps.size());
+  for (size_t i = 0; i < cps.size(); ++i) {
+    syms[i] = {off[i], off[i + 1] - off[i], static_cast<int32_t>(i) - 1,
+               i + 1 < cps.size() ? static_cast<int32_t>(i) + 1 : -1};
+  }
+  struct Bigram {
+    float score;
+    int32_t left, right;
+    size_t size;
+    bool operator<(const Bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
+  };
+  std::priority_queue<Bigram> queue;
+  std::string pair;
+  auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    pair.assign(s, syms[left].start, syms[left].len + syms[right].len);
+    auto it = d.ids.find(pair);
+    if (it != d.ids.end()) queue.push({d.scores[static_cast<size_t>(it->second)], left, right, pair.size()});
+  };
+  for (size_t i = 1; i < syms.size(); ++i) try_add(static_cast<int32_t>(i) - 1, static_cast<int32_t>(i));
+  while (!queue.empty()) {
+    Bigram b = queue.top();
+    queue.pop();
+    Sym& left = syms[b.left];
+    Sym& right = syms[b.right];
+    // Stale: a symbol only grows, or empties when merged into its left neighbour.
+    if (left.len == 0 || right.len == 0 || left.len + right.len != b.size) continue;
+    left.len += right.len;
+    right.len = 0;
+    left.next = right.next;
+    if (right.next >= 0) syms[right.next].prev = b.left;
+    try_add(left.prev, b.left);
+    try_add(b.left, left.next);
+  }
+  for (int32_t i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
+    pair.assign(s, syms[i].start, syms[i].len);
+    auto it = d.ids.find(pair);
+    if (it != d.ids.end()) {
+      out->push_back(it->second);
+      continue;
+    }
+    for (unsigned char b : pair) {
+      int32_t id = d.byte_ids[b] >= 0 ? d.byte_ids[b] : d.unk_id;
+      if (id >= 0) out->push_back(id);
+    }
+  }
+}
+
 void encode_plain(const TokenizerData& d, std::string_view text, std::vector<int32_t>* out) {
   if (text.empty()) return;
+  if (d.spm) {  // every piece between added tokens gets the space prefix, as llama.cpp gives it
+    encode_spm(d, text, out);
+    return;
+  }
   std::vector<std::string> pieces{std::string(text)};
   std::vector<std::string_view> parts;
   for (const PreStep& step : d.pre) {
@@ -681,14 +861,25 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 
 Result<std::string> Tokenizer::decode(Span<const int32_t> ids, bool skip_special) const {
   std::string bytes;
+  bool first = true;
   for (int32_t id : ids) {
     KILN_CHECK_OR_RETURN(id >= 0 && id < vocab_size(), InvalidArgument, "token id %d is outside the vocabulary of %d",
                          id, vocab_size());
     if (skip_special && d_->special[static_cast<size_t>(id)]) continue;
-    bytes += d_->bytes[static_cast<size_t>(id)];
+    const std::string& piece = d_->bytes[static_cast<size_t>(id)];
+    if (first && !piece.empty()) {
+      first = false;
+      if (drops_leading_space() && piece[0] == ' ') {
+        bytes.append(piece, 1, std::string::npos);
+        continue;
+      }
+    }
+    bytes += piece;
   }
   return internal::utf8_lossy(bytes);
 }
+
+bool Tokenizer::drops_leading_space() const { return d_->spm && d_->add_space_prefix; }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(d_->tokens.size()); }
 std::string Tokenizer::id_to_token(int32_t id) const {
@@ -764,7 +955,12 @@ Result<std::string> StreamDecoder::push(int32_t id) {
   KILN_CHECK_OR_RETURN(id >= 0 && id < tokenizer_.vocab_size(), InvalidArgument,
                        "token id %d is outside the vocabulary of %d", id, tokenizer_.vocab_size());
   if (skip_special_ && tokenizer_.is_special(id)) return std::string();
-  pending_ += tokenizer_.token_bytes(id);
+  std::string piece = tokenizer_.token_bytes(id);
+  if (at_start_ && !piece.empty()) {  // as decode() drops it
+    at_start_ = false;
+    if (tokenizer_.drops_leading_space() && piece[0] == ' ') piece.erase(0, 1);
+  }
+  pending_ += piece;
   size_t complete = internal::utf8_complete_prefix(pending_);
   std::string out = internal::utf8_lossy(std::string_view(pending_).substr(0, complete));
   pending_.erase(0, complete);

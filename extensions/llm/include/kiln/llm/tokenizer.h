@@ -1,6 +1,6 @@
-// Tokenizer: byte-level BPE (GPT-2 family: SmolLM2, ...) read from a Hugging
-// Face tokenizer.json or from GGUF metadata; StreamDecoder: token-by-token text
-// that never splits a UTF-8 character.
+// Tokenizer: byte-level BPE (GPT-2, SmolLM2, Llama 3, Qwen2) or SentencePiece
+// (Llama 2, Mistral, Gemma) read from a Hugging Face tokenizer.json or from GGUF
+// metadata; StreamDecoder: token-by-token text that never splits a UTF-8 character.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,11 @@ class KILN_LLM_API Tokenizer {
   // one by one), "gpt-2"/"default", "llama-bpe"/"llama3"/"llama-v3" (Llama 3's
   // split, whole words in the vocabulary taken before merges) or "qwen2";
   // control and user-defined tokens are added tokens (control ones special).
+  // tokenizer.ggml.model "llama" (SentencePiece: Llama 2, Mistral, Gemma):
+  // tokens, scores, token types (byte tokens <0xXX>), add_space_prefix
+  // (default true), encoded as llama.cpp's SPM does; control and unknown tokens
+  // are special. A token type outside 0..6, a score list of another length or
+  // a byte token that is not <0xXX> is InvalidProgram.
   static Result<Tokenizer> from_gguf(const GgufFile& gguf);
   static Result<Tokenizer> from_gguf_file(const std::string& path);
 
@@ -67,6 +72,9 @@ class KILN_LLM_API Tokenizer {
   // -1 when the tokenizer does not name them.
   int32_t bos_id() const;
   int32_t eos_id() const;
+  // SentencePiece with the space prefix: decode() drops the leading space of
+  // the first token that gives text (the one the encoder's prefix added).
+  bool drops_leading_space() const;
 
   Tokenizer(const Tokenizer&) = default;
   Tokenizer& operator=(const Tokenizer&) = default;
@@ -94,7 +102,8 @@ class KILN_LLM_API StreamDecoder {
  private:
   Tokenizer tokenizer_;
   bool skip_special_;
-  std::string pending_;  // bytes of an unfinished character
+  std::string pending_;   // bytes of an unfinished character
+  bool at_start_ = true;  // no token has given bytes yet
 };
 
 }  // namespace kiln::llm
