@@ -355,7 +355,7 @@ def test_llama3_and_qwen2_to_json_round_trips(split_family):
 
 
 def _train_sentencepiece(tmp_path, add_dummy_prefix: bool):
-    """A SentencePiece BPE of 500 pieces with byte fallback trained here (one thread:
+    """A SentencePiece BPE of 800 pieces with byte fallback trained here (one thread:
     deterministic) on the corpus, without normalization (as llama.cpp, which has none), and
     its GGUF metadata as llama.cpp's converter writes it."""
     import io
@@ -367,7 +367,7 @@ def _train_sentencepiece(tmp_path, add_dummy_prefix: bool):
     (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        input=str(tmp_path / "corpus.txt"), model_writer=model, model_type="bpe", vocab_size=500, byte_fallback=True,
+        input=str(tmp_path / "corpus.txt"), model_writer=model, model_type="bpe", vocab_size=800, byte_fallback=True,
         normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=add_dummy_prefix,
         character_coverage=0.995, num_threads=1, allow_whitespace_only_pieces=True, minloglevel=2)
     sp = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
@@ -430,6 +430,30 @@ def test_sentencepiece_stream_decoder_adds_up_to_decode(sentencepiece_family):
         assert "".join(stream.push(i) for i in ids) + stream.flush() == ours.decode(ids, skip_special=True), ids
 
 
+def test_sentencepiece_to_json_is_the_hugging_face_form(sentencepiece_family):
+    """to_json writes Hugging Face's Llama tokenizer.json (BPE with byte_fallback, merges derived
+    from the scores as transformers' converter derives them); kiln and `tokenizers` both read
+    it back as sentencepiece encodes and decodes."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    sp, meta, ours = sentencepiece_family
+    doc = ours.to_json()
+    model = json.loads(doc)["model"]
+    assert model["byte_fallback"] is True and len(model["merges"]) > 300
+    again, theirs = Tokenizer.from_json(doc), HFTokenizer.from_str(doc)
+    assert again.special_ids == ours.special_ids and again.vocab_size == ours.vocab_size
+    want = [sp.encode(text) for text in SPM_TEXTS]
+    for tokenizer in (again, theirs):
+        got = [e.ids for e in theirs.encode_batch(SPM_TEXTS, add_special_tokens=False)] if tokenizer is theirs \
+            else [again.encode(text) for text in SPM_TEXTS]
+        wrong = [text for text, g, w in zip(SPM_TEXTS, got, want) if g != w]
+        assert not wrong, f"{type(tokenizer)}: {len(wrong)} of {len(SPM_TEXTS)} differ, e.g. {wrong[:3]!r}"
+    for ids in want[:400]:
+        assert again.decode(ids) == theirs.decode(ids) == sp.decode(ids)
+    stream = StreamDecoder(again)
+    assert "".join(stream.push(i) for i in want[5]) + stream.flush() == sp.decode(want[5])
+
+
 def _spm_gguf(tmp_path, tokens, scores=None, types=None, **extra):
     from llm_files import write_gguf
 
@@ -482,6 +506,29 @@ def _minimal(**changes) -> str:
     return json.dumps(doc)
 
 
+def _spm_json(**changes) -> str:
+    doc = json.loads(_minimal())
+    doc["model"].update({"byte_fallback": True, "vocab": {"<unk>": 0, "\u2581": 1, "a": 2, "\u2581a": 3, "<0x62>": 4},
+                         "merges": [["\u2581", "a"]], "unk_token": "<unk>", "fuse_unk": True})
+    space = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    doc.update({"pre_tokenizer": None, "normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"}, space]},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}})
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+def test_minimal_sentencepiece_tokenizer_json():
+    from tokenizers import Tokenizer as HFTokenizer
+
+    ours, theirs = Tokenizer.from_json(_spm_json()), HFTokenizer.from_str(_spm_json())
+    for text in ["a a", " ab", "bxxa", "xb", "", "aa  b", "xxbxa"]:  # x has no token, b only a byte token
+        assert ours.encode(text) == theirs.encode(text).ids, text
+        assert ours.decode(ours.encode(text)) == theirs.decode(theirs.encode(text).ids), text
+
+
 def test_minimal_tokenizer_json():
     t = Tokenizer.from_json(_minimal())
     assert t.encode("abab") == [2, 2] and t.decode([2, 0]) == "aba"
@@ -506,6 +553,9 @@ def test_minimal_tokenizer_json():
     (_minimal(decoder={"type": "WordPiece"}), kiln.NotSupported, "decoder 'WordPiece' is not supported"),
     (_minimal(added_tokens=[{"id": 3, "content": "<x>", "lstrip": True}]), kiln.NotSupported, "has lstrip"),
     ('{"a": "\\ud800"}', kiln.InvalidArgument, "unpaired surrogate"),
+    (_spm_json(normalizer={"type": "NFKC"}), kiln.NotSupported, "this normalizer is not supported with byte_fallback"),
+    (_spm_json(pre_tokenizer={"type": "Metaspace"}), kiln.NotSupported, "a pre_tokenizer is not supported with byte"),
+    (_spm_json(decoder={"type": "Metaspace"}), kiln.NotSupported, "this decoder is not supported with byte_fallback"),
 ])
 def test_bad_tokenizer_json_is_a_clear_error(text, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -49,12 +49,17 @@ struct TokenizerData {
   int32_t eos_id = -1;
   std::string byte_char[256];                       // byte -> UTF-8 of its byte-level character
   std::unordered_map<uint32_t, uint8_t> char_byte;  // byte-level code point -> byte
-  // SentencePiece (GGUF tokenizer.ggml.model "llama"): llama.cpp's SPM encoder
-  // instead of the byte-level pre-tokenizers and BPE ranks.
+  // SentencePiece: spaces are U+2581, bytes without a token of their own are
+  // <0xXX> tokens, no pre-tokenizer. From GGUF (tokenizer.ggml.model "llama"),
+  // llama.cpp's SPM encoder merges by score; from tokenizer.json (Hugging Face's
+  // form of it: BPE with byte_fallback), `tokenizers` merges by rank.
   bool spm = false;
-  bool add_space_prefix = false;  // SPM: '\xE2\x96\x81' before the text (and decode drops the space)
-  std::vector<float> scores;      // SPM: id -> score (the merge of highest score goes first)
-  int32_t byte_ids[256];          // SPM: byte -> its <0xXX> token, or -1
+  bool spm_by_rank = false;          // the tokenizer.json form
+  bool add_space_prefix = false;     // SPM: U+2581 before the text
+  bool strip_leading_space = false;  // SPM: decode drops the first text's leading space
+  bool fuse_unk = false;             // tokenizer.json form: consecutive unknown characters give one unknown token
+  std::vector<float> scores;         // SPM from GGUF: id -> score (the merge of highest score goes first)
+  int32_t byte_ids[256];             // SPM: byte -> its <0xXX> token, or -1
 };
 
 }  // namespace internal
@@ -200,6 +205,91 @@ Status parse_pre(const Json* node, std::vector<PreStep>* steps) {
   if (type->str() == "Split") return parse_split(*node, steps);
   return Status(Error::NotSupported, "tokenizer.json: pre_tokenizer '" + std::string(type->str()) +
                                          "' is not supported (kiln reads ByteLevel, Digits and Split)");
+}
+
+constexpr const char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// "<0xXX>" -> XX, or -1.
+int byte_token_value(const std::string& token) {
+  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
+  int hi = hex_digit(token[3]), lo = hex_digit(token[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+bool has_type(const Json& node, std::string_view type) {
+  const Json* t = node.get("type");
+  return t && t->is_string() && t->str() == type;
+}
+
+bool is_string(const Json* node, std::string_view value) { return node && node->is_string() && node->str() == value; }
+
+// {"type": "Replace", "pattern": {"String": from}, "content": to}
+bool is_replace(const Json& node, std::string_view from, std::string_view to) {
+  const Json* pattern = node.get("pattern");
+  return has_type(node, "Replace") && pattern && pattern->is_object() && is_string(pattern->get("String"), from) &&
+         is_string(node.get("content"), to);
+}
+
+// The items of a Sequence (under `key`), or the node alone.
+std::vector<const Json*> sequence_items(const Json& node, const char* key) {
+  std::vector<const Json*> items;
+  const Json* list = has_type(node, "Sequence") ? node.get(key) : nullptr;
+  if (list == nullptr) {
+    items.push_back(&node);
+  } else if (list->is_array()) {
+    for (const Json& item : list->items()) items.push_back(&item);
+  }
+  return items;
+}
+
+// Hugging Face's tokenizer.json of a SentencePiece BPE (Llama 2, Mistral, as
+// transformers' LlamaConverter writes it): normalizer Sequence[Prepend("▁"),
+// Replace(" ", "▁")] (Prepend absent: no space prefix), no pre_tokenizer,
+// decoder Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)]
+// (Strip absent: the space stays).
+Status parse_spm_json(const Json& root, TokenizerData& d) {
+  constexpr const char* kForm =
+      " (kiln reads BPE with byte_fallback in the form of Llama 2's tokenizer.json: normalizer "
+      "Sequence[Prepend, Replace], no pre_tokenizer, decoder Sequence[Replace, ByteFallback, Fuse, Strip])";
+  const Json* normalizer = root.get("normalizer");
+  std::vector<const Json*> norms;
+  if (normalizer && normalizer->is_object()) norms = sequence_items(*normalizer, "normalizers");
+  d.add_space_prefix = !norms.empty() && has_type(*norms[0], "Prepend") && is_string(norms[0]->get("prepend"), kSpace);
+  size_t at = d.add_space_prefix ? 1 : 0;
+  KILN_CHECK_OR_RETURN(norms.size() == at + 1 && is_replace(*norms[at], " ", kSpace), NotSupported,
+                       "tokenizer.json: this normalizer is not supported with byte_fallback%s", kForm);
+  const Json* pre = root.get("pre_tokenizer");
+  KILN_CHECK_OR_RETURN(pre == nullptr || pre->is_null(), NotSupported,
+                       "tokenizer.json: a pre_tokenizer is not supported with byte_fallback%s", kForm);
+  const Json* decoder = root.get("decoder");
+  std::vector<const Json*> decs;
+  if (decoder && decoder->is_object()) decs = sequence_items(*decoder, "decoders");
+  bool ok = decs.size() >= 3 && is_replace(*decs[0], kSpace, " ") && has_type(*decs[1], "ByteFallback") &&
+            has_type(*decs[2], "Fuse");
+  if (ok && decs.size() == 4) {
+    const Json* start = decs[3]->get("start");
+    const Json* stop = decs[3]->get("stop");
+    ok = has_type(*decs[3], "Strip") && is_string(decs[3]->get("content"), " ") && start && start->is_number() &&
+         start->num() == 1 && stop && stop->is_number() && stop->num() == 0;
+    d.strip_leading_space = true;
+  }
+  KILN_CHECK_OR_RETURN(ok && decs.size() <= 4, NotSupported,
+                       "tokenizer.json: this decoder is not supported with byte_fallback%s", kForm);
+  return Status::ok();
 }
 
 int32_t named_id(const TokenizerData& d, const Json* node) {
@@ -366,9 +456,6 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
   KILN_CHECK_OR_RETURN(root.is_object(), InvalidArgument, "tokenizer.json: not a JSON object");
   auto d = std::make_shared<TokenizerData>();
 
-  const Json* normalizer = root.get("normalizer");
-  KILN_CHECK_OR_RETURN(normalizer == nullptr || normalizer->is_null(), NotSupported,
-                       "tokenizer.json: a normalizer is not supported (kiln reads byte-level BPE without one)");
   const Json* model = root.get("model");
   KILN_CHECK_OR_RETURN(model && model->is_object(), InvalidArgument, "tokenizer.json: no model");
   const Json* model_type = model->get("type");
@@ -381,8 +468,13 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
                          "tokenizer.json: BPE with %s is not supported", key);
   }
   const Json* byte_fallback = model->get("byte_fallback");
-  KILN_CHECK_OR_RETURN(byte_fallback == nullptr || !byte_fallback->is_bool() || !byte_fallback->b(), NotSupported,
-                       "tokenizer.json: BPE with byte_fallback is not supported");
+  const bool spm = byte_fallback && byte_fallback->is_bool() && byte_fallback->b();
+  const Json* normalizer = root.get("normalizer");
+  KILN_CHECK_OR_RETURN(spm || normalizer == nullptr || normalizer->is_null(), NotSupported,
+                       "tokenizer.json: a normalizer is not supported (kiln reads byte-level BPE without one, "
+                       "and SentencePiece's BPE with byte_fallback)");
+  if (spm) KILN_RETURN_IF_ERROR(parse_spm_json(root, *d));
+  if (const Json* fuse = model->get("fuse_unk"); fuse && fuse->is_bool()) d->fuse_unk = fuse->b();
   if (const Json* im = model->get("ignore_merges"); im && im->is_bool()) d->ignore_merges = im->b();
 
   const Json* vocab = model->get("vocab");
@@ -448,12 +540,13 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
       }
     }
   }
-  KILN_RETURN_IF_ERROR(parse_pre(root.get("pre_tokenizer"), &d->pre));
+  if (!spm) KILN_RETURN_IF_ERROR(parse_pre(root.get("pre_tokenizer"), &d->pre));
   bool byte_level =
       std::any_of(d->pre.begin(), d->pre.end(), [](const PreStep& s) { return s.kind == PreStep::ByteLevel; });
-  KILN_CHECK_OR_RETURN(byte_level, NotSupported,
-                       "tokenizer.json: no ByteLevel pre_tokenizer; kiln reads byte-level BPE tokenizers only");
-  if (const Json* dec = root.get("decoder"); dec && !dec->is_null()) {
+  KILN_CHECK_OR_RETURN(byte_level || spm, NotSupported,
+                       "tokenizer.json: no ByteLevel pre_tokenizer; kiln reads byte-level BPE tokenizers "
+                       "(and SentencePiece's BPE with byte_fallback)");
+  if (const Json* dec = root.get("decoder"); !spm && dec && !dec->is_null()) {
     const Json* type = dec->get("type");
     KILN_CHECK_OR_RETURN(type && type->is_string() && type->str() == "ByteLevel", NotSupported,
                          "tokenizer.json: decoder '%s' is not supported (kiln reads ByteLevel)",
@@ -461,6 +554,20 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
   }
   KILN_RETURN_IF_ERROR(finish(*d, merges));
   d->unk_id = named_id(*d, model->get("unk_token"));
+  if (spm) {
+    d->spm = d->spm_by_rank = true;
+    std::fill(std::begin(d->byte_ids), std::end(d->byte_ids), -1);
+    for (int b = 0; b < 256; ++b) {
+      auto it = d->ids.find(format("<0x%02X>", b));  // the spelling `tokenizers` looks up
+      if (it != d->ids.end()) d->byte_ids[b] = it->second;
+    }
+    // ByteFallback turns any token spelled <0xXX> into its byte; added tokens are their text.
+    for (size_t i = 0; i < d->tokens.size(); ++i) {
+      int b = byte_token_value(d->tokens[i]);
+      d->bytes[i] = b >= 0 ? std::string(1, static_cast<char>(b)) : replace_all(d->tokens[i], kSpace, " ");
+    }
+    for (const AddedToken& a : d->added) d->bytes[static_cast<size_t>(a.id)] = a.content;
+  }
   // tokenizer.json does not say which tokens are BOS/EOS; callers (the LLM
   // config) do. A lone <|endoftext|>-style special token is a fair guess for EOS.
   for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>"}) {
@@ -496,29 +603,6 @@ enum TokenType : int64_t {
   kByte = 6,
 };
 
-constexpr const char kSpace[] = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// "<0xXX>" -> XX, or -1.
-int byte_token_value(const std::string& token) {
-  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
-  int hi = hex_digit(token[3]), lo = hex_digit(token[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
-    s.replace(at, from.size(), to);
-  }
-  return s;
-}
-
 // What an SPM token decodes to, as llama.cpp's token_to_piece: normal tokens
 // with U+2581 as a space, byte tokens their byte, unused ones nothing, the
 // others (control, unknown, user-defined) their text.
@@ -552,6 +636,7 @@ Status read_spm(const GgufFile& gguf, const std::vector<int64_t>& types, Tokeniz
                          "'%s': tokenizer.ggml.add_space_prefix is not a bool", path.c_str());
     d.add_space_prefix = prefix->i != 0;
   }
+  d.strip_leading_space = d.add_space_prefix;
   std::fill(std::begin(d.byte_ids), std::end(d.byte_ids), -1);
   for (size_t i = 0; i < n; ++i) {
     if (types[i] != kByte) continue;
@@ -683,12 +768,31 @@ void bpe(const TokenizerData& d, std::string_view word, std::vector<int32_t>* ou
   std::vector<uint32_t> cps;
   std::vector<size_t> off;
   internal::decode_utf8(word, &cps, &off);
-  for (size_t i = 0; i < cps.size(); ++i) {
-    auto it = d.ids.find(std::string(word.substr(off[i], off[i + 1] - off[i])));
-    int32_t id = it != d.ids.end() ? it->second : d.unk_id;
-    if (id < 0) continue;  // a character the vocabulary lacks and no unknown token: dropped, as `tokenizers` does
+  auto add = [&](int32_t id) {
     syms.push_back({id, static_cast<int32_t>(syms.size()) - 1, static_cast<int32_t>(syms.size()) + 1, true});
+  };
+  // As `tokenizers` does: an unknown character's token waits until a known
+  // character comes (byte fallback tokens pass it) or the word ends, and with
+  // fuse_unk the next unknown characters join it. No unknown token: dropped.
+  bool unk_pending = false;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    std::string_view c = word.substr(off[i], off[i + 1] - off[i]);
+    auto it = d.ids.find(std::string(c));
+    if (it != d.ids.end()) {
+      if (unk_pending) add(d.unk_id);
+      unk_pending = false;
+      add(it->second);
+      continue;
+    }
+    if (d.spm_by_rank && std::all_of(c.begin(), c.end(), [&](char b) { return d.byte_ids[uint8_t(b)] >= 0; })) {
+      for (char b : c) add(d.byte_ids[static_cast<uint8_t>(b)]);  // byte_fallback
+      continue;
+    }
+    if (d.unk_id < 0) continue;
+    if (unk_pending && !d.fuse_unk) add(d.unk_id);
+    unk_pending = true;
   }
+  if (unk_pending) add(d.unk_id);
   if (syms.empty()) return;
   syms.back().next = -1;
   struct Cand {
@@ -796,6 +900,12 @@ void encode_spm(const TokenizerData& d, std::string_view text, std::vector<int32
 
 void encode_plain(const TokenizerData& d, std::string_view text, std::vector<int32_t>* out) {
   if (text.empty()) return;
+  if (d.spm_by_rank) {  // the normalizer (Prepend, Replace) of every piece between added tokens, then BPE
+    std::string s = d.add_space_prefix ? kSpace : "";
+    s += replace_all(std::string(text), " ", kSpace);
+    bpe(d, s, out);
+    return;
+  }
   if (d.spm) {  // every piece between added tokens gets the space prefix, as llama.cpp gives it
     encode_spm(d, text, out);
     return;
@@ -879,7 +989,7 @@ Result<std::string> Tokenizer::decode(Span<const int32_t> ids, bool skip_special
   return internal::utf8_lossy(bytes);
 }
 
-bool Tokenizer::drops_leading_space() const { return d_->spm && d_->add_space_prefix; }
+bool Tokenizer::drops_leading_space() const { return d_->strip_leading_space; }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(d_->tokens.size()); }
 std::string Tokenizer::id_to_token(int32_t id) const {
@@ -905,6 +1015,54 @@ std::vector<int32_t> Tokenizer::special_ids() const {
 int32_t Tokenizer::bos_id() const { return d_->bos_id; }
 int32_t Tokenizer::eos_id() const { return d_->eos_id; }
 
+namespace {
+
+// The merges of an SPM vocabulary read from GGUF, as transformers' converter
+// derives them for the tokenizer.json form: every split of a token into two
+// tokens, the token of higher score first (then the longer left part, the
+// longer right part, the lower ids). Byte-level BPE by rank with these
+// merges gives what merging by score gives for a BPE-trained SentencePiece
+// model, whose later tokens have lower scores.
+std::vector<std::pair<int32_t, int32_t>> spm_merges(const TokenizerData& d) {
+  struct Merge {
+    float score;
+    size_t left_chars, right_chars;
+    int32_t left, right;
+  };
+  std::vector<Merge> merges;
+  std::vector<uint8_t> added(d.tokens.size(), 0);
+  for (const AddedToken& a : d.added) added[static_cast<size_t>(a.id)] = 1;
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  for (size_t id = 0; id < d.tokens.size(); ++id) {
+    const std::string& token = d.tokens[id];
+    int b = byte_token_value(token);
+    if (added[id] || (b >= 0 && d.byte_ids[b] == static_cast<int32_t>(id))) continue;
+    if (d.ids.at(token) != static_cast<int32_t>(id)) continue;  // a repeated spelling: merges make the first
+    internal::decode_utf8(token, &cps, &off);
+    size_t first = merges.size();
+    for (size_t k = 1; k < cps.size(); ++k) {
+      auto l = d.ids.find(token.substr(0, off[k]));
+      auto r = d.ids.find(token.substr(off[k]));
+      if (l != d.ids.end() && r != d.ids.end())
+        merges.push_back({d.scores[id], k, cps.size() - k, l->second, r->second});
+    }
+    std::sort(merges.begin() + static_cast<std::ptrdiff_t>(first), merges.end(),
+              [](const Merge& x, const Merge& y) { return x.left != y.left ? x.left < y.left : x.right < y.right; });
+  }
+  std::stable_sort(merges.begin(), merges.end(), [](const Merge& x, const Merge& y) {
+    if (x.score != y.score) return x.score > y.score;
+    if (x.left_chars != y.left_chars) return x.left_chars > y.left_chars;
+    return x.right_chars > y.right_chars;
+  });
+  std::vector<std::pair<int32_t, int32_t>> out;
+  out.reserve(merges.size());
+  for (const Merge& m : merges) out.emplace_back(m.left, m.right);
+  return out;
+}
+
+}  // namespace
+
 std::string Tokenizer::to_json() const {
   using internal::json_quote;
   const TokenizerData& d = *d_;
@@ -915,24 +1073,42 @@ std::string Tokenizer::to_json() const {
          ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":" +
          (a.special ? "true" : "false") + "}";
   }
-  s += "],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[";
-  for (size_t i = 0; i < d.pre.size(); ++i) {
-    const PreStep& p = d.pre[i];
-    s += i ? "," : "";
-    if (p.kind == PreStep::Digits) {
-      s += std::string("{\"type\":\"Digits\",\"individual_digits\":") + (p.individual_digits ? "true" : "false") + "}";
-    } else if (p.kind == PreStep::Split) {
-      s += "{\"type\":\"Split\",\"pattern\":{\"Regex\":" + json_quote(pattern_text(p.pattern)) +
-           "},\"behavior\":\"Isolated\",\"invert\":false}";
-    } else {
-      s += std::string("{\"type\":\"ByteLevel\",\"add_prefix_space\":") + (p.add_prefix_space ? "true" : "false") +
-           ",\"trim_offsets\":true,\"use_regex\":" + (p.use_regex ? "true" : "false") + "}";
+  if (d.spm) {
+    const std::string space = json_quote(kSpace);
+    const std::string replace = "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":" + space + "}";
+    s += "],\"normalizer\":";
+    s += d.add_space_prefix ? "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":" + space +
+                                  "}," + replace + "]}"
+                            : replace;
+    s += ",\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+         "{\"type\":\"Replace\",\"pattern\":{\"String\":" +
+         space + "},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}";
+    s += d.strip_leading_space ? ",{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}" : "]}";
+  } else {
+    s += "],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[";
+    for (size_t i = 0; i < d.pre.size(); ++i) {
+      const PreStep& p = d.pre[i];
+      s += i ? "," : "";
+      if (p.kind == PreStep::Digits) {
+        s +=
+            std::string("{\"type\":\"Digits\",\"individual_digits\":") + (p.individual_digits ? "true" : "false") + "}";
+      } else if (p.kind == PreStep::Split) {
+        s += "{\"type\":\"Split\",\"pattern\":{\"Regex\":" + json_quote(pattern_text(p.pattern)) +
+             "},\"behavior\":\"Isolated\",\"invert\":false}";
+      } else {
+        s += std::string("{\"type\":\"ByteLevel\",\"add_prefix_space\":") + (p.add_prefix_space ? "true" : "false") +
+             ",\"trim_offsets\":true,\"use_regex\":" + (p.use_regex ? "true" : "false") + "}";
+      }
     }
+    s += "]},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+         "\"trim_offsets\":true,\"use_regex\":true}";
   }
-  s += "]},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
-       "\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":";
+  s += ",\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":";
   s += d.unk_id >= 0 ? json_quote(d.tokens[static_cast<size_t>(d.unk_id)]) : "null";
-  s += ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,";
+  // GGUF's SPM gives an unknown token per byte without a byte token; `tokenizers` needs fuse_unk or not.
+  const bool fuse_unk = d.spm && (d.spm_by_rank ? d.fuse_unk : true);
+  s += std::string(",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":") +
+       (fuse_unk ? "true" : "false") + ",\"byte_fallback\":" + (d.spm ? "true" : "false") + ",";
   s += std::string("\"ignore_merges\":") + (d.ignore_merges ? "true" : "false") + ",\"vocab\":{";
   // Every id, repeated spellings included (a GGUF vocabulary may repeat one):
   // from_json places each member at its id, so the table comes back as it was.
@@ -940,9 +1116,10 @@ std::string Tokenizer::to_json() const {
     s += (i ? "," : "") + json_quote(d.tokens[i]) + ":" + std::to_string(i);
   }
   s += "},\"merges\":[";
-  for (size_t r = 0; r < d.merge_list.size(); ++r) {
-    s += (r ? "," : "") + std::string("[") + json_quote(d.tokens[static_cast<size_t>(d.merge_list[r].first)]) + "," +
-         json_quote(d.tokens[static_cast<size_t>(d.merge_list[r].second)]) + "]";
+  const std::vector<std::pair<int32_t, int32_t>> merges = d.spm && !d.spm_by_rank ? spm_merges(d) : d.merge_list;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    s += (r ? "," : "") + std::string("[") + json_quote(d.tokens[static_cast<size_t>(merges[r].first)]) + "," +
+         json_quote(d.tokens[static_cast<size_t>(merges[r].second)]) + "]";
   }
   s += "]}}";
   return s;
