@@ -454,6 +454,27 @@ def test_sentencepiece_to_json_is_the_hugging_face_form(sentencepiece_family):
     assert "".join(stream.push(i) for i in want[5]) + stream.flush() == sp.decode(want[5])
 
 
+def test_kiln_llm_export_keeps_a_sentencepiece_tokenizer(tmp_path):
+    """A 1-layer Llama GGUF with the trained SentencePiece vocabulary exports (with add_bos), and
+    the program's tokenizer (the tokenizer.json to_json wrote) encodes as sentencepiece does.
+    (Llama 3 / Qwen2 take the same to_json path: test_llama3_and_qwen2_to_json_round_trips.)"""
+    from llm_files import tiny_llama, write_gguf
+
+    import kiln.llm
+
+    sp, tokenizer_meta, _ = _train_sentencepiece(tmp_path, True)
+    meta, tensors = tiny_llama(vocab=tokenizer_meta["tokenizer.ggml.tokens"])
+    meta.update({k: v for k, v in tokenizer_meta.items() if k != "general.architecture"})
+    del meta["tokenizer.ggml.merges"]
+    out = tmp_path / "small.kiln"
+    report = kiln.llm.export_gguf(write_gguf(tmp_path / "small.gguf", meta, tensors), out, dtype="float32", context=8,
+                                  max_tokens_per_call=4)
+    assert report.config["add_bos"] is True and report.config["bos_id"] == sp.bos_id()
+    runner = kiln.llm.Runner(out)
+    for text in SPM_TEXTS[:300]:
+        assert runner.tokenizer.encode(text) == sp.encode(text), text
+
+
 def _spm_gguf(tmp_path, tokens, scores=None, types=None, **extra):
     from llm_files import write_gguf
 
