@@ -12,6 +12,12 @@ The characters Unicode 15.0 to 17.0 added split as `tokenizers` splits them
 (each on its own, and in 3,000 random texts). Also: streaming decoding never
 emits half a character and adds up to decode(); bad tokenizer input is a clear
 error.
+
+The other families, each against an independent reference on a vocabulary trained
+here: Llama 3 ("llama-bpe") and Qwen2 ("qwen2") splits against `tokenizers` (Split +
+ByteLevel), from GGUF and tokenizer.json; SentencePiece (GGUF tokenizer.ggml.model
+"llama") against the `sentencepiece` package, from GGUF, from the tokenizer.json
+to_json writes (read by `tokenizers` too) and through `kiln llm export`.
 """
 
 from __future__ import annotations
