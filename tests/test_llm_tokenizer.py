@@ -505,6 +505,20 @@ def test_sentencepiece_merges_the_best_score_first_and_the_leftmost_on_ties(tmp_
     assert best.encode("x") == [0]  # no byte token for "x": the unknown token
 
 
+def test_sentencepiece_to_json_keeps_every_token_type(tmp_path):
+    """Every token decodes the same after to_json -> from_json (what fuzz_gguf checks too),
+    each type as llama.cpp decodes it, except unused tokens, which decode as normal ones."""
+    tokens = ["<unk>", "<s>", "</s>", "\u2581", "a", "\u2581a", "<0x41>", "<0x42>", "<unused0>", "<user>", "x\u2581"]
+    types = [2, 3, 3, 1, 1, 1, 6, 1, 5, 4, 0]
+    ours = Tokenizer.from_gguf(_spm_gguf(tmp_path, tokens, [float(-i) for i in range(11)], types))
+    again = Tokenizer.from_json(ours.to_json())
+    assert [ours.token_bytes(i) for i in range(11)] == [
+        b"<unk>", b"<s>", b"</s>", b" ", b"a", b" a", b"A", b"B", b"<unused0>", b"<user>", b"x "]
+    assert [again.token_bytes(i) for i in range(11)] == [ours.token_bytes(i) for i in range(11)]
+    assert again.special_ids == ours.special_ids == [0, 1, 2]
+    assert ours.encode("<user>a a<s>") == again.encode("<user>a a<s>") == [9, 5, 5, 1]
+
+
 @pytest.mark.parametrize("change, message", [
     ({"tokenizer.ggml.scores": [0.0] * 3}, "tokenizer.ggml.scores is not a list of 5 numbers, one per token"),
     ({"tokenizer.ggml.scores": ["x"] * 5}, "tokenizer.ggml.scores is not a list of 5 numbers"),

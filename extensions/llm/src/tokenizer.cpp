@@ -604,14 +604,20 @@ enum TokenType : int64_t {
 };
 
 // What an SPM token decodes to, as llama.cpp's token_to_piece: normal tokens
-// with U+2581 as a space, byte tokens their byte, unused ones nothing, the
-// others (control, unknown, user-defined) their text.
+// with U+2581 as a space, byte tokens their byte, the others (control,
+// unknown, user-defined) their text. So that to_json's tokenizer.json decodes
+// the same, unused tokens (which llama.cpp decodes to nothing) decode as
+// normal ones, and any of them spelled <0xXX> as that byte (the ByteFallback
+// decoder's rule).
 std::string spm_token_bytes(const std::string& token, int64_t type) {
   switch (type) {
     case kUndefined:
-    case kNormal: return replace_all(token, kSpace, " ");
-    case kByte: return std::string(1, static_cast<char>(byte_token_value(token)));
-    case kUnused: return std::string();
+    case kNormal:
+    case kUnused:
+    case kByte: {
+      int b = byte_token_value(token);
+      return b >= 0 ? std::string(1, static_cast<char>(b)) : replace_all(token, kSpace, " ");
+    }
     default: return token;
   }
 }
