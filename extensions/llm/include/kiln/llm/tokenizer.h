@@ -24,12 +24,15 @@ struct TokenizerData;
 // Encodes like Hugging Face `tokenizers` with add_special_tokens=False: added
 // tokens (special or not) are matched verbatim in the text first (longest
 // first), the rest is pre-tokenized (optional individual digits, then the
-// GPT-2 split) and merged by BPE rank. Decodes like `tokenizers` too: bytes of
-// the byte-level alphabet, invalid UTF-8 replaced by U+FFFD.
+// GPT-2, Llama 3 or Qwen2 split) and merged by BPE rank. Decodes like
+// `tokenizers` too: bytes of the byte-level alphabet, invalid UTF-8 replaced
+// by U+FFFD. A SentencePiece GGUF encodes as llama.cpp does (merges by score).
 // Supported tokenizer.json parts: normalizer null; pre_tokenizer ByteLevel,
 // Digits, Split with Llama 3's or Qwen2's pattern (behavior Isolated), or a
-// Sequence of them; model BPE (no dropout, no byte fallback); decoder
-// ByteLevel. Anything else is NotSupported, naming it.
+// Sequence of them; model BPE (no dropout); decoder ByteLevel. BPE with
+// byte_fallback in the form transformers writes for Llama 2 (normalizer
+// Sequence[Prepend, Replace], no pre_tokenizer, decoder Sequence[Replace,
+// ByteFallback, Fuse, Strip]). Anything else is NotSupported, naming it.
 class KILN_LLM_API Tokenizer {
  public:
   static Result<Tokenizer> from_json(std::string_view json);
