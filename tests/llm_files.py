@@ -5,7 +5,8 @@ tokens that are not UTF-8, metadata that lies about the tensors).
     write_gguf(path, metadata={"general.architecture": "llama", ...}, tensors={"name": np.ndarray})
 
 Metadata values: str or bytes (string), bool, int (uint32, or int64 beyond), float
-(float32), lists of str/bytes (string arrays) or of int (int32 arrays). Tensors are
+(float32), lists of str/bytes (string arrays), of int (int32 arrays) or of float (float32
+arrays). Tensors are
 float32 arrays, or Blocks (a quantized tensor's raw bytes, written as they are), in GGUF's
 dimension order (innermost first) at 32-byte alignment; `tensors` may be a list of (name,
 array) pairs to repeat a name.
@@ -46,6 +47,8 @@ def _value(v) -> bytes:
     if isinstance(v, list):
         if v and isinstance(v[0], (str, bytes)):
             return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(_string(s) for s in v)
+        if v and isinstance(v[0], float):
+            return struct.pack("<IIQ", 9, 6, len(v)) + struct.pack(f"<{len(v)}f", *v)
         return struct.pack("<IIQ", 9, 5, len(v)) + b"".join(struct.pack("<i", i) for i in v)
     raise TypeError(type(v))
 

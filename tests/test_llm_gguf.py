@@ -8,7 +8,7 @@ wrong, never a crash, a read past the end or an allocation the file merely asks 
   * hostile counts and lengths patched into a valid header: 2^60 metadata entries,
     a 2^62-byte string, a 2^61-item array, a tensor with 5 dimensions or whose
     data lies past the end of the file;
-  * an unsupported tokenizer (tokenizer.ggml.model "llama");
+  * an unsupported tokenizer (tokenizer.ggml.model "t5");
 and on a valid file, the reader agrees with the `gguf` package.
 """
 
@@ -73,8 +73,9 @@ def test_unsupported_architecture(tmp_path):
 
 
 def test_unsupported_tokenizer(tmp_path):
-    path = small_gguf(tmp_path / "spm.gguf", tokenizer_model="llama")
-    with pytest.raises(kiln.NotSupported, match="tokenizer.ggml.model is 'llama'; kiln reads byte-level BPE"):
+    path = small_gguf(tmp_path / "t5.gguf", tokenizer_model="t5")
+    with pytest.raises(kiln.NotSupported, match=r"tokenizer.ggml.model is 't5'; kiln reads byte-level BPE \('gpt2'\) "
+                                                r"and SentencePiece \('llama'\)"):
         Tokenizer.from_gguf(str(path))
 
 

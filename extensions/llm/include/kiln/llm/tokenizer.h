@@ -1,6 +1,6 @@
-// Tokenizer: byte-level BPE (GPT-2 family: SmolLM2, ...) read from a Hugging
-// Face tokenizer.json or from GGUF metadata; StreamDecoder: token-by-token text
-// that never splits a UTF-8 character.
+// Tokenizer: byte-level BPE (GPT-2, SmolLM2, Llama 3, Qwen2) or SentencePiece
+// (Llama 2, Mistral, Gemma) read from a Hugging Face tokenizer.json or from GGUF
+// metadata; StreamDecoder: token-by-token text that never splits a UTF-8 character.
 #pragma once
 
 #include <cstdint>
@@ -24,19 +24,29 @@ struct TokenizerData;
 // Encodes like Hugging Face `tokenizers` with add_special_tokens=False: added
 // tokens (special or not) are matched verbatim in the text first (longest
 // first), the rest is pre-tokenized (optional individual digits, then the
-// GPT-2 split) and merged by BPE rank. Decodes like `tokenizers` too: bytes of
-// the byte-level alphabet, invalid UTF-8 replaced by U+FFFD.
+// GPT-2, Llama 3 or Qwen2 split) and merged by BPE rank. Decodes like
+// `tokenizers` too: bytes of the byte-level alphabet, invalid UTF-8 replaced
+// by U+FFFD. A SentencePiece GGUF encodes as llama.cpp does (merges by score).
 // Supported tokenizer.json parts: normalizer null; pre_tokenizer ByteLevel,
-// Digits or a Sequence of them; model BPE (no dropout, no byte fallback);
-// decoder ByteLevel. Anything else is NotSupported, naming it.
+// Digits, Split with Llama 3's or Qwen2's pattern (behavior Isolated), or a
+// Sequence of them; model BPE (no dropout); decoder ByteLevel. BPE with
+// byte_fallback in the form transformers writes for Llama 2 (normalizer
+// Sequence[Prepend, Replace], no pre_tokenizer, decoder Sequence[Replace,
+// ByteFallback, Fuse, Strip]). Anything else is NotSupported, naming it.
 class KILN_LLM_API Tokenizer {
  public:
   static Result<Tokenizer> from_json(std::string_view json);
   // A regular file of at most 256 MiB (a FIFO or a device is InvalidArgument).
   static Result<Tokenizer> from_json_file(const std::string& path);
   // tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre "smollm" (digits split
-  // one by one) or "gpt-2"/"default"; control and user-defined tokens are added
-  // tokens (control ones special).
+  // one by one), "gpt-2"/"default", "llama-bpe"/"llama3"/"llama-v3" (Llama 3's
+  // split, whole words in the vocabulary taken before merges) or "qwen2";
+  // control and user-defined tokens are added tokens (control ones special).
+  // tokenizer.ggml.model "llama" (SentencePiece: Llama 2, Mistral, Gemma):
+  // tokens, scores, token types (byte tokens <0xXX>), add_space_prefix
+  // (default true), encoded as llama.cpp's SPM does; control and unknown tokens
+  // are special. A token type outside 0..6, a score list of another length or
+  // a byte token that is not <0xXX> is InvalidProgram.
   static Result<Tokenizer> from_gguf(const GgufFile& gguf);
   static Result<Tokenizer> from_gguf_file(const std::string& path);
 
@@ -65,6 +75,9 @@ class KILN_LLM_API Tokenizer {
   // -1 when the tokenizer does not name them.
   int32_t bos_id() const;
   int32_t eos_id() const;
+  // SentencePiece with the space prefix: decode() drops the leading space of
+  // the first token that gives text (the one the encoder's prefix added).
+  bool drops_leading_space() const;
 
   Tokenizer(const Tokenizer&) = default;
   Tokenizer& operator=(const Tokenizer&) = default;
@@ -92,7 +105,8 @@ class KILN_LLM_API StreamDecoder {
  private:
   Tokenizer tokenizer_;
   bool skip_special_;
-  std::string pending_;  // bytes of an unfinished character
+  std::string pending_;   // bytes of an unfinished character
+  bool at_start_ = true;  // no token has given bytes yet
 };
 
 }  // namespace kiln::llm
