@@ -1,14 +1,16 @@
-"""kiln beside ONNX Runtime (CPU provider) and eager PyTorch, interleaved in one process.
+"""kiln beside ONNX Runtime (CPU provider), ExecuTorch+XNNPACK and eager PyTorch, interleaved in one process.
 
     bash bench/setup.sh                                   # once: build/bench-venv with onnxruntime
     build/bench-venv/bin/python bench/compare.py          # full run, 1 and 2 threads
     build/bench-venv/bin/python bench/compare.py --quick  # smoke test: small subset, 3 rounds
+    build/bench-venv/bin/python bench/compare.py --keep build/compare --plot build/compare  # + PNG charts
 
 bench/README.md lists the targets it judges (the TARGET_* constants below), says how it
 measures and keeps the results of past runs.
 
 What it measures, for each thread count (kiln.set_num_threads and KILN_NUM_THREADS,
-torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
+torch.set_num_threads, ORT intra_op_num_threads with inter_op 1, ExecuTorch's threadpool
+through _unsafe_reset_threadpool before its programs load):
 
 - Models: MobileNetV3-small, the EfficientNet-like net and a ResNet-18 (random
   weights) at 1x3x224x224, MiniLM at 16 and 128 tokens (ORT also after its
@@ -21,6 +23,15 @@ torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
   difference / max abs of the output) and the peak RSS growth of loading and
   running the model, measured in a fresh subprocess per runtime so that no
   runtime's memory hides another's.
+- ExecuTorch 1.5.1 with its XNNPACK delegate (bench/peers.py), fp32, in the same rounds and
+  columns as the others for the CNNs and MiniLM (one program per row, static shapes; not
+  SmolLM2, whose in-place KV cache it would not delegate); skipped with the reason printed
+  when executorch does not import.
+- int8: ExecuTorch's XNNPACKQuantizer flow (static for the CNNs, dynamic for MiniLM) and ONNX
+  Runtime's quantize_static / quantize_dynamic beside their fp32 and kiln's fp32 (kiln has no
+  int8 compute), with each int8 output's error and cosine against eager fp32.
+- Every runtime's speedup from the fewest to the most threads, per row; --plot DIR draws the
+  fp32 and int8 latency tables as PNG charts (bench/charts.py).
 - Python call overhead: x + y on 4 floats through kiln, torch eager and ORT.
 - The SmolLM2 decode step as a share of the memory-bandwidth bound: the fp32
   weight and KV-cache bytes a step reads / the bandwidth of a read-only sum over
@@ -845,7 +856,7 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
                    "rss+ et MB", "rss+ torch MB", "rounds"], left=2, verdict=9)
     tables = [table]
     decode = stream_bytes = None
-    opt_notes = []
+    opt_notes, et_cores = [], []
     for key, model in models.items():
         runners = {"kiln": KilnRunner(workdir / f"{key}.kiln"),
                    "ort": OrtRunner(workdir / f"{key}.onnx", threads, model.num_state),
@@ -856,10 +867,13 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
             opt_notes.append(f"{key}: " + (workdir / f"{key}.ortopt.txt").read_text().strip())
         for row in (r for r in rows if r.model == key):
             calls = {name: r.prepare(row) for name, r in runners.items()}
-            if (workdir / f"{row.name}.pte").exists():
+            if ET_MISSING is None and (workdir / f"{row.name}.pte").exists():
                 calls["et"] = peers.EtRunner(workdir / f"{row.name}.pte").prepare(row)
             outs = {name: np.asarray(fn()) for name, fn in calls.items()}
             errors = {name: rel_err(outs[name], outs["torch"]) for name in calls if name != "torch"}
+            if "et" in calls:
+                settle()
+                et_cores.append(f"{row.name} {peers.cpu_per_wall(calls['et']):.2f}")
             timed = dict(calls)
             if row.name == "smollm2_decode":
                 # Timed in the same rounds as the step it bounds, by the same clock.
@@ -898,6 +912,8 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
         "subprocess per runtime (baseline after imports); torch loads the pickled module with mmap=True.",
     ]
     table.notes += et_notes(rows, workdir, threads)
+    if et_cores:
+        table.notes.append("et CPU time / wall time over 5 calls (about the cores it used): " + ", ".join(et_cores))
     if opt_notes:
         table.notes.append("ORT transformer-optimized: the same ONNX file after onnxruntime.transformers."
                            "optimizer.optimize_model(model_type=\"bert\"), in the same rounds as the plain "
@@ -1002,7 +1018,7 @@ def export_executorch(models: dict, rows: list[Row], workdir: Path, int8: bool) 
 
 def et_notes(rows: list[Row], workdir: Path, threads: int) -> list[str]:
     if ET_MISSING is not None:
-        return [f"et: ExecuTorch skipped: {ET_MISSING}."]
+        return [f"et: ExecuTorch skipped: {ET_MISSING}. No int8 table either (it needs ExecuTorch's int8 models)."]
     notes = [f"et: ExecuTorch {peers.version()} with its XNNPACK delegate (torch.export, "
              "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()]), to_executorch, run through "
              "executorch.extension.pybindings.portable_lib), fp32, one program per row lowered with that row's "
@@ -1021,7 +1037,7 @@ def bench_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args)
     """ExecuTorch's and ONNX Runtime's int8 models beside their fp32 ones and kiln's fp32, in the
     same interleaved rounds, with each int8 output's error and cosine against eager fp32."""
     rows = [r for r in rows if int8_kind(r) and (workdir / f"{r.name}.int8.pte").exists()]
-    if not rows:
+    if not rows or ET_MISSING is not None:
         return None
     section = Section(threads)
     table = Table(f"int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most); kiln has no "

@@ -13,7 +13,10 @@ Threads: the 1.5.1 pybindings size the threadpool that the XNNPACK delegate runs
 (executorch::extension::threadpool, the pthreadpool XNNPACK is given) with
 `_unsafe_reset_threadpool(n)` and report it with `_threadpool_get_thread_count()`;
 `set_threads` sets it and checks the count, and raises if the two disagree, so that no
-table compares unequal thread counts silently. Its default is the number of cores.
+table compares unequal thread counts silently. Its default is the number of cores. A
+program keeps the threadpool it was loaded with: one loaded at 1 thread still runs on one
+core (CPU time / wall time 1.00) after a reset to 2, so compare.py sets the count before it
+loads a pass's programs, and `cpu_per_wall` measures what a call actually used.
 """
 
 from __future__ import annotations
@@ -157,3 +160,12 @@ def ort_quantize(src: Path, dst: Path, kind: str, input_names: list[str], calibr
 def cosine(out: np.ndarray, ref: np.ndarray) -> float:
     a, b = np.asarray(out, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
+
+
+def cpu_per_wall(call, calls: int = 5) -> float:
+    """This process's CPU time over wall time during `calls` calls: about the number of
+    threads that worked (call it once the other runtimes' workers have stopped spinning)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.process_time() - c0) / (time.perf_counter() - t0)
