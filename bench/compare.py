@@ -1,14 +1,16 @@
-"""kiln beside ONNX Runtime (CPU provider) and eager PyTorch, interleaved in one process.
+"""kiln beside ONNX Runtime (CPU provider), ExecuTorch+XNNPACK and eager PyTorch, interleaved in one process.
 
     bash bench/setup.sh                                   # once: build/bench-venv with onnxruntime
     build/bench-venv/bin/python bench/compare.py          # full run, 1 and 2 threads
     build/bench-venv/bin/python bench/compare.py --quick  # smoke test: small subset, 3 rounds
+    build/bench-venv/bin/python bench/compare.py --keep build/compare --plot build/compare  # + PNG charts
 
 bench/README.md lists the targets it judges (the TARGET_* constants below), says how it
 measures and keeps the results of past runs.
 
 What it measures, for each thread count (kiln.set_num_threads and KILN_NUM_THREADS,
-torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
+torch.set_num_threads, ORT intra_op_num_threads with inter_op 1, ExecuTorch's threadpool
+through _unsafe_reset_threadpool before its programs load):
 
 - Models: MobileNetV3-small, the EfficientNet-like net and a ResNet-18 (random
   weights) at 1x3x224x224, MiniLM at 16 and 128 tokens (ORT also after its
@@ -21,6 +23,15 @@ torch.set_num_threads, ORT intra_op_num_threads with inter_op 1):
   difference / max abs of the output) and the peak RSS growth of loading and
   running the model, measured in a fresh subprocess per runtime so that no
   runtime's memory hides another's.
+- ExecuTorch 1.5.1 with its XNNPACK delegate (bench/peers.py), fp32, in the same rounds and
+  columns as the others for the CNNs and MiniLM (one program per row, static shapes; not
+  SmolLM2, whose in-place KV cache it would not delegate); skipped with the reason printed
+  when executorch does not import.
+- int8: ExecuTorch's XNNPACKQuantizer flow (static for the CNNs, dynamic for MiniLM) and ONNX
+  Runtime's quantize_static / quantize_dynamic beside their fp32 and kiln's fp32 (kiln has no
+  int8 compute), with each int8 output's error and cosine against eager fp32.
+- Every runtime's speedup from the fewest to the most threads, per row; --plot DIR draws the
+  fp32 and int8 latency tables as PNG charts (bench/charts.py).
 - Python call overhead: x + y on 4 floats through kiln, torch eager and ORT.
 - The SmolLM2 decode step as a share of the memory-bandwidth bound: the fp32
   weight and KV-cache bytes a step reads / the bandwidth of a read-only sum over
@@ -94,7 +105,13 @@ from kiln.llm.model import RMSNorm, rotate_half  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from zoo import minilm, smollm2, vision  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import charts  # noqa: E402
+import peers  # noqa: E402  (ExecuTorch + XNNPACK, the int8 flows)
+
 RUNTIMES = ("kiln", "ort", "torch")
+ET_MISSING: str | None = "not checked"  # why ExecuTorch is skipped (None: it runs); set in main
+CNNS = ("mobilenet_v3_small", "efficientnet_like", "resnet18")
 TARGET_VS_ORT = 0.85      # kiln latency / ORT latency, every model
 TARGET_PEAK_SHARE = 0.85  # GEMM with M, N, K >= 256 on one thread
 TARGET_BANDWIDTH = 0.85   # SmolLM2 decode step / memory-bandwidth bound
@@ -638,6 +655,8 @@ def set_threads(n: int) -> None:
     os.environ["KILN_NUM_THREADS"] = str(n)
     kiln.set_num_threads(n)
     torch.set_num_threads(n)
+    if ET_MISSING is None:
+        peers.set_threads(n)
 
 
 def rss_kb(field_name: str) -> int:
@@ -649,7 +668,9 @@ def rss_kb(field_name: str) -> int:
 
 def rss_child(spec: dict) -> None:
     """Subprocess entry: peak RSS growth (MB) of loading `runtime`'s model and running one row."""
+    global ET_MISSING
     threads, workdir, runtime = spec["threads"], Path(spec["workdir"]), spec["runtime"]
+    ET_MISSING = None if runtime == "et" else "not used in this subprocess"
     set_threads(threads)
     torch.set_grad_enabled(False)
     data = np.load(workdir / f"{spec['row']}.npz")
@@ -657,6 +678,8 @@ def rss_child(spec: dict) -> None:
               [data[f"pre{i}"] for i in range(spec["num_prefix"])])
     if runtime == "ort":
         need_ort()  # imported before the baseline: the library is not the model
+    if runtime == "et":
+        from executorch.extension.pybindings import portable_lib  # noqa: F401  (likewise)
     base = rss_kb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
     stem = workdir / spec["model"]
@@ -664,6 +687,8 @@ def rss_child(spec: dict) -> None:
         runner = KilnRunner(stem.with_suffix(".kiln"))
     elif runtime == "ort":
         runner = OrtRunner(workdir / (spec["onnx"] or f"{spec['model']}.onnx"), threads, spec["num_state"])
+    elif runtime == "et":
+        runner = peers.EtRunner(workdir / f"{spec['row']}.pte")
     else:
         # The pickled eager module, weights memory-mapped like kiln's.
         module = torch.load(stem.with_suffix(".pt"), mmap=True, weights_only=False)
@@ -826,12 +851,12 @@ def err(e: float) -> str:
 def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Table]:
     section = Section(threads)
     table = Table(f"Models, {threads} thread(s): median ms per call ({args.rounds} rounds at most)",
-                  ["model", "input", "kiln ms", "ort ms", "torch ms", "kiln/ort", "kiln/torch",
-                   f"<= {TARGET_VS_ORT}x ort", "err kiln", "err ort", "rss+ kiln MB", "rss+ ort MB",
-                   "rss+ torch MB", "rounds"], left=2, verdict=7)
+                  ["model", "input", "kiln ms", "ort ms", "et ms", "torch ms", "kiln/ort", "kiln/et", "kiln/torch",
+                   f"<= {TARGET_VS_ORT}x ort", "err kiln", "err ort", "err et", "rss+ kiln MB", "rss+ ort MB",
+                   "rss+ et MB", "rss+ torch MB", "rounds"], left=2, verdict=9)
     tables = [table]
     decode = stream_bytes = None
-    opt_notes = []
+    opt_notes, et_cores = [], []
     for key, model in models.items():
         runners = {"kiln": KilnRunner(workdir / f"{key}.kiln"),
                    "ort": OrtRunner(workdir / f"{key}.onnx", threads, model.num_state),
@@ -842,14 +867,23 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
             opt_notes.append(f"{key}: " + (workdir / f"{key}.ortopt.txt").read_text().strip())
         for row in (r for r in rows if r.model == key):
             calls = {name: r.prepare(row) for name, r in runners.items()}
+            if ET_MISSING is None and (workdir / f"{row.name}.pte").exists():
+                calls["et"] = peers.EtRunner(workdir / f"{row.name}.pte").prepare(row)
             outs = {name: np.asarray(fn()) for name, fn in calls.items()}
             errors = {name: rel_err(outs[name], outs["torch"]) for name in calls if name != "torch"}
+            if "et" in calls:
+                settle()
+                et_cores.append(f"{row.name} {peers.cpu_per_wall(calls['et']):.2f}")
             timed = dict(calls)
             if row.name == "smollm2_decode":
                 # Timed in the same rounds as the step it bounds, by the same clock.
                 timed["stream"], stream_bytes = probe.stream(threads)
             med, done = interleaved(timed, args.rounds, args.budget)
-            rss = {name: rss_growth(name, row, model, threads, workdir) for name in RUNTIMES}
+            rss = {name: rss_growth(name, row, model, threads, workdir) for name in RUNTIMES + ("et",)
+                   if name in calls}
+            for name in calls:
+                args.latency.setdefault(row.name, {}).setdefault(
+                    LABELS[name], {})[threads] = med[name]
             for ort_name, suffix in (("ort", ""), ("ort_opt", ", ORT transformer-optimized")):
                 if ort_name not in calls:
                     continue
@@ -857,10 +891,14 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
                     rss[ort_name] = rss_growth("ort", row, model, threads, workdir, f"{key}.ortopt.onnx")
                 ratio = med["kiln"] / med[ort_name]
                 verdict = "WRONG" if errors["kiln"] > WRONG else "ok" if ratio <= TARGET_VS_ORT else "miss"
+                has_et = "et" in calls
                 table.rows.append([row.name + suffix, row.label, ms(med["kiln"]), ms(med[ort_name]),
-                                   ms(med["torch"]), f"{ratio:.2f}", f"{med['kiln'] / med['torch']:.2f}", verdict,
-                                   err(errors["kiln"]), err(errors[ort_name]),
-                                   *(f"{rss[n]:.0f}" for n in ("kiln", ort_name, "torch")), done])
+                                   ms(med["et"]) if has_et else "-", ms(med["torch"]), f"{ratio:.2f}",
+                                   f"{med['kiln'] / med['et']:.2f}" if has_et else "-",
+                                   f"{med['kiln'] / med['torch']:.2f}", verdict,
+                                   err(errors["kiln"]), err(errors[ort_name]), err(errors["et"]) if has_et else "-",
+                                   *(f"{rss[n]:.0f}" if n in rss else "-" for n in ("kiln", ort_name, "et", "torch")),
+                                   done])
             if row.name == "smollm2_decode":
                 decode = med
             print(f"  [{threads} thread(s)] {row.name}: " +
@@ -873,6 +911,9 @@ def bench_models(models, rows, threads, workdir, args, probe: Probe) -> list[Tab
         "rss+: peak RSS growth of loading the model and running this row 3 times, in a fresh "
         "subprocess per runtime (baseline after imports); torch loads the pickled module with mmap=True.",
     ]
+    table.notes += et_notes(rows, workdir, threads)
+    if et_cores:
+        table.notes.append("et CPU time / wall time over 5 calls (about the cores it used): " + ", ".join(et_cores))
     if opt_notes:
         table.notes.append("ORT transformer-optimized: the same ONNX file after onnxruntime.transformers."
                            "optimizer.optimize_model(model_type=\"bert\"), in the same rounds as the plain "
@@ -927,6 +968,133 @@ def bench_call_overhead(threads, workdir, args) -> Table:
     table.notes.append("kiln: method(x, y) on numpy arrays (returns a list of new arrays); ORT: "
                        "session.run(None, feed); torch: eager x + y on tensors. 2000 calls per sample.")
     section.judge(table)
+    return table
+
+LABELS = {"kiln": "kiln", "ort": "ONNX Runtime", "ort_opt": "ORT transformer-opt", "et": "ExecuTorch+XNNPACK",
+          "torch": "eager PyTorch", "et_int8": "ExecuTorch int8", "ort_int8": "ORT int8"}
+
+
+def int8_kind(row: Row) -> str | None:
+    """The int8 flow of a row: static (calibrated) for the CNNs, dynamic for MiniLM, none otherwise."""
+    return "static" if row.model in CNNS else "dynamic" if row.model == "minilm" else None
+
+
+def calibration_batches(row: Row) -> list[tuple]:
+    """The int8 flows' calibration: the row's input and 3 more seeded random images (the same for
+    ExecuTorch and ORT; random images, so the activation ranges are not those of real photos)."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"calibrate {row.name}".encode()))
+    return [tuple(torch.from_numpy(a) for a in row.inputs)] + [(torch.randn(IMAGE, generator=gen),)
+                                                                for _ in range(3)]
+
+
+def export_executorch(models: dict, rows: list[Row], workdir: Path, int8: bool) -> None:
+    """ROW.pte (fp32) for each row, lowered with the row's shapes, and for the int8 table
+    ROW.int8.pte and MODEL.int8.onnx; files present are reused (--keep)."""
+    if ET_MISSING is not None:
+        return
+    for row in rows:
+        model = models[row.model]
+        if model.num_state or row.prefix:
+            continue  # SmolLM2: see et_notes
+        example = tuple(torch.from_numpy(a) for a in row.inputs)
+        kind = int8_kind(row) if int8 else None
+        jobs = [(workdir / f"{row.name}.pte", None)] + ([(workdir / f"{row.name}.int8.pte", kind)] if kind else [])
+        for path, quant in jobs:
+            if path.exists():
+                continue
+            print(f"lowering {path.name} for ExecuTorch+XNNPACK...", end=" ", file=sys.stderr, flush=True)
+            with quiet():
+                info = peers.lower(model.eager, example, path, quant,
+                                   calibration_batches(row) if quant == "static" else ())
+            print(f"{info['seconds']:.1f} s, {info['delegates']} delegate(s)", file=sys.stderr)
+        onnx_int8 = workdir / f"{row.model}.int8.onnx"
+        if kind and not onnx_int8.exists():
+            print(f"quantizing {onnx_int8.name} for ONNX Runtime ({kind})...", file=sys.stderr, flush=True)
+            with quiet():
+                peers.ort_quantize(workdir / f"{row.model}.onnx", onnx_int8, kind,
+                                   OrtRunner(workdir / f"{row.model}.onnx", 1, 0).names,
+                                   [tuple(t.numpy() for t in b) for b in calibration_batches(row)])
+
+
+def et_notes(rows: list[Row], workdir: Path, threads: int) -> list[str]:
+    if ET_MISSING is not None:
+        return [f"et: ExecuTorch skipped: {ET_MISSING}. No int8 table either (it needs ExecuTorch's int8 models)."]
+    notes = [f"et: ExecuTorch {peers.version()} with its XNNPACK delegate (torch.export, "
+             "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()]), to_executorch, run through "
+             "executorch.extension.pybindings.portable_lib), fp32, one program per row lowered with that row's "
+             f"static shapes; its threadpool set to {threads} with _unsafe_reset_threadpool and checked."]
+    for row in rows:
+        if (workdir / f"{row.name}.pte").exists():
+            notes.append(f"et {row.name}: " + peers.describe(workdir / f"{row.name}.pte"))
+    if any(row.model == "smollm2" for row in rows):
+        notes.append("et smollm2: not run. Its KV cache is module buffers updated in place (index_copy_), "
+                     "which XNNPACK does not delegate, and lowering the 135M-parameter model was not attempted "
+                     "in this version of the script (MiniLM's 22M take 45-190 s to lower on this machine).")
+    return notes
+
+
+def bench_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args) -> Table | None:
+    """ExecuTorch's and ONNX Runtime's int8 models beside their fp32 ones and kiln's fp32, in the
+    same interleaved rounds, with each int8 output's error and cosine against eager fp32."""
+    rows = [r for r in rows if int8_kind(r) and (workdir / f"{r.name}.int8.pte").exists()]
+    if not rows or ET_MISSING is not None:
+        return None
+    section = Section(threads)
+    table = Table(f"int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most); kiln has no "
+                  "int8 compute yet, so it runs fp32",
+                  ["model", "input", "kiln fp32", "kiln int8", "et fp32", "et int8", "ort fp32", "ort int8",
+                   "et int8/fp32", "ort int8/fp32", "kiln fp32/et int8", "kiln fp32/ort int8",
+                   "err et int8", "cos et int8", "err ort int8", "cos ort int8", "rounds"], left=2)
+    for row in rows:
+        model = models[row.model]
+        ort = lambda name: OrtRunner(workdir / name, threads, 0).prepare(row)  # noqa: E731
+        calls = {"kiln": KilnRunner(workdir / f"{row.model}.kiln").prepare(row),
+                 "et": peers.EtRunner(workdir / f"{row.name}.pte").prepare(row),
+                 "et_int8": peers.EtRunner(workdir / f"{row.name}.int8.pte").prepare(row),
+                 "ort": ort(f"{row.model}.onnx"), "ort_int8": ort(f"{row.model}.int8.onnx")}
+        ref = np.asarray(TorchRunner(model.eager).prepare(row)())
+        outs = {name: np.asarray(fn()) for name, fn in calls.items()}
+        med, done = interleaved(calls, args.rounds, args.budget)
+        for name in calls:
+            args.latency_int8.setdefault(row.name, {}).setdefault(
+                LABELS[name] + (" fp32" if name in ("kiln", "et", "ort") else ""), {})[threads] = med[name]
+        table.rows.append([row.name, row.label, ms(med["kiln"]), "none", ms(med["et"]), ms(med["et_int8"]),
+                           ms(med["ort"]), ms(med["ort_int8"]), f"{med['et_int8'] / med['et']:.2f}",
+                           f"{med['ort_int8'] / med['ort']:.2f}", f"{med['kiln'] / med['et_int8']:.2f}",
+                           f"{med['kiln'] / med['ort_int8']:.2f}",
+                           f"{rel_err(outs['et_int8'], ref):.2g}", f"{peers.cosine(outs['et_int8'], ref):.4f}",
+                           f"{rel_err(outs['ort_int8'], ref):.2g}", f"{peers.cosine(outs['ort_int8'], ref):.4f}",
+                           done])
+        print(f"  [{threads} thread(s)] int8 {row.name}: " +
+              ", ".join(f"{name} {ms(t)} ms" for name, t in med.items()), file=sys.stderr)
+    kinds = sorted({int8_kind(r) for r in rows})
+    table.notes += [
+        "kiln int8: none: kiln computes in fp32 only (weight-only int4/int8 exists for LLM linears alone), so "
+        "the int8 peers are compared with kiln's fp32; below 1 in kiln fp32/X int8, kiln's fp32 is faster.",
+        "err: max |int8 - fp32 eager| / max |fp32 eager|; cos: cosine of the int8 output to eager fp32's "
+        "(MiniLM: the unit-norm embedding; CNNs: the logits). Not a task accuracy.",
+    ] + [f"{kind}: ExecuTorch {peers.QUANT_SCHEMES[kind]}, lowered to XNNPACK; ONNX Runtime "
+         f"{peers.ORT_SCHEMES[kind]}" for kind in kinds] + [
+        f"et int8 {r.name}: " + peers.describe(workdir / f"{r.name}.int8.pte") for r in rows]
+    if "static" in kinds:
+        table.notes.append("static calibration: the row's input and 3 seeded random images, the same for both.")
+    section.judge(table)
+    return table
+
+
+def speedup_table(latency: dict, threads: list[int], title: str) -> Table | None:
+    """Every runtime's median latency at the fewest threads over that at the most, per row."""
+    lo, hi = min(threads), max(threads)
+    if lo == hi or not latency:
+        return None
+    runtimes = list(dict.fromkeys(name for per in latency.values() for name in per))
+    table = Table(f"{title}: speedup from {lo} to {hi} threads (median ms at {lo} / at {hi}; "
+                  f"{hi / lo:g} is perfect scaling)", ["model", *runtimes])
+    for row, per in latency.items():
+        table.rows.append([row] + [f"{per[n][lo] / per[n][hi]:.2f}" if n in per and lo in per[n] and hi in per[n]
+                                   else "-" for n in runtimes])
+    table.notes.append("Each runtime's two medians come from its own thread-count pass (the 1-thread pass runs "
+                       "first, the 2-thread one after): on a loaded machine the load of the two passes differs.")
     return table
 
 
@@ -1057,6 +1225,9 @@ def header(args, probe_peak, dropped) -> list[str]:
         "OpenBLAS env: " + (f"unset {dropped} for this process" if dropped else
                             "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE not set"),
     ]
+    lines.append("ExecuTorch: " + (f"skipped: {ET_MISSING}" if ET_MISSING else
+                                   f"executorch {peers.version()}, XNNPACK delegate, threadpool set per pass "
+                                   "(_unsafe_reset_threadpool)"))
     lines.append(f"load: {load_rule()}")
     if os.getloadavg()[0] >= 1:
         lines.append("WARNING: other processes are using the cores: timings are noisy, the 2-thread "
@@ -1086,11 +1257,15 @@ def parse_args():
     parser.add_argument("--skip-models", action="store_true")
     parser.add_argument("--skip-gemm", action="store_true")
     parser.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
+    parser.add_argument("--skip-int8", action="store_true", help="no int8 table (ExecuTorch's and ORT's int8 models)")
+    parser.add_argument("--plot", metavar="DIR", help="write the latency tables as PNG charts into DIR "
+                        "(compare_fp32.png, compare_int8.png; needs matplotlib)")
     parser.add_argument("--keep", metavar="DIR", help="export into DIR and reuse what is there "
                         "(default: a temporary directory removed at exit)")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
+    args.latency, args.latency_int8 = {}, {}  # row -> runtime -> threads -> median seconds
     if args.quick:
         args.rounds = args.gemm_rounds = 3
     args.only = [s for s in args.only.split(",") if s] or \
@@ -1102,10 +1277,13 @@ def parse_args():
 
 
 def main() -> None:
+    global ET_MISSING
     args = parse_args()
     if args.rss_child:
         return rss_child(json.loads(args.rss_child))
     need_ort()
+    with quiet():
+        ET_MISSING = peers.executorch_missing()
     torch.set_grad_enabled(False)
     torch.set_num_interop_threads(1)
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kiln-compare-"))
@@ -1123,6 +1301,9 @@ def main() -> None:
             print(", ".join(f"{n} {t:.1f} s" for n, t in times.items()) or "reused", file=sys.stderr)
             if model.ort_optimize:
                 ort_optimize(key, model, workdir)
+        if ET_MISSING:
+            print(f"ExecuTorch skipped: {ET_MISSING}", file=sys.stderr)
+        export_executorch(models, rows, workdir, not args.skip_int8)
         for row in rows:  # for the RSS subprocesses
             np.savez(workdir / f"{row.name}.npz", **{f"in{i}": a for i, a in enumerate(row.inputs)},
                      **{f"pre{i}": a for i, a in enumerate(row.prefix)})
@@ -1133,6 +1314,8 @@ def main() -> None:
             tables: list[Table] = []
             if rows:
                 tables += bench_models(models, rows, threads, workdir, args, probe)
+                if not args.skip_int8:
+                    tables += [t for t in [bench_int8(models, rows, threads, workdir, args)] if t]
             if not args.skip_models and "call_overhead" in args.only:
                 tables.append(bench_call_overhead(threads, workdir, args))
             if not args.skip_gemm:
@@ -1141,6 +1324,19 @@ def main() -> None:
                 print(table.render(args.markdown), flush=True)
             print(f"Load average of the {threads}-thread pass: {load_before} at its start, "
                   f"{load_average()} at its end.\n", flush=True)
+        for latency, title in ((args.latency, "Models, fp32"), (args.latency_int8, "int8")):
+            table = speedup_table(latency, args.threads, title)
+            if table:
+                print(table.render(args.markdown), flush=True)
+        if args.plot:
+            stamp = f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load_average()} at the end"
+            for latency, name, what in ((args.latency, "compare_fp32.png", "fp32"),
+                                        (args.latency_int8, "compare_int8.png", "int8 peers beside fp32")):
+                if latency:
+                    runtimes = list(dict.fromkeys(n for per in latency.values() for n in per))
+                    path = charts.plot_latency(latency, runtimes, Path(args.plot) / name,
+                                               f"bench/compare.py, {what}: median ms per call ({stamp})")
+                    print(f"chart: {path}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
