@@ -61,14 +61,14 @@ def test_reader_agrees_with_the_gguf_package(smollm2_gguf):
 def test_unsupported_architecture(tmp_path):
     from kiln.llm.export import export_gguf
 
-    path = small_gguf(tmp_path / "qwen.gguf", arch="qwen2")
+    path = small_gguf(tmp_path / "mamba.gguf", arch="mamba")
     with pytest.raises(kiln.NotSupported,
-                       match=r"holds a model of architecture 'qwen2'; kiln llm export supports llama"):
+                       match=r"holds a model of architecture 'mamba'; kiln llm export supports llama, qwen2"):
         export_gguf(path, tmp_path / "out.kiln")
     assert not (tmp_path / "out.kiln").exists()
     proc = subprocess.run([sys.executable, "-m", "kiln", "llm", "export", str(path), "-o", str(tmp_path / "o.kiln")],
                           capture_output=True, text=True, env=clean_env(), timeout=300)
-    assert proc.returncode == 1 and "NotSupported" in proc.stderr and "'qwen2'" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "NotSupported" in proc.stderr and "'mamba'" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 

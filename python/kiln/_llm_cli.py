@@ -35,8 +35,8 @@ def add_commands(sub) -> None:
     from .llm import KV_CACHE_DTYPES
     llm = sub.add_parser("llm", help="LLM programs: `kiln llm export model.gguf -o model.kiln`")
     llm_sub = llm.add_subparsers(dest="llm_command")
-    p = llm_sub.add_parser("export", help="export a GGUF Llama-family model (with its tokenizer) to one .kiln file")
-    p.add_argument("gguf", help="the model, a .gguf file (llama architecture: Llama, SmolLM2)")
+    p = llm_sub.add_parser("export", help="export a GGUF decoder (with its tokenizer) to one .kiln file")
+    p.add_argument("gguf", help="the model, a .gguf file (architecture llama, qwen2, qwen3 or phi3)")
     p.add_argument("-o", "--output", required=True, help="the .kiln file to write")
     p.add_argument("--quantize", choices=("int8", "int4"),
                    help="re-quantize the weights (needs kiln's quantized operators)")

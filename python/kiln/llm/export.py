@@ -1,12 +1,12 @@
-"""`kiln llm export`: a GGUF Llama-family model -> one .kiln program with its tokenizer,
-chat template and config (needs torch).
+"""`kiln llm export`: a GGUF decoder (architectures llama, qwen2, qwen3, phi3) -> one .kiln
+program with its tokenizer, chat template and config (needs torch).
 
     export_gguf("model.gguf", "model.kiln")                  # default weights (below)
     export_gguf("model.gguf", "model.kiln", dtype="float32")  # float32 from the dequantized weights
     export_gguf("model.gguf", "model.kiln", quantize="int8")  # re-quantized by kiln.export.quantize
 
 The program's method `forward(tokens i64[1, T], input_pos i64[T], cache_positions
-i64[L]) -> logits f32[1, 1, vocab]` (kiln.llm.model.Llama, last token only) has a
+i64[L]) -> logits f32[1, 1, vocab]` (kiln.llm.model.Decoder, last token only) has a
 KV cache of `context` positions and takes T up to `max_tokens_per_call` (the
 prefill chunk) and L up to `context`.
 
@@ -19,9 +19,10 @@ present; a kiln without it exports float32 and says so in a note.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -32,9 +33,28 @@ from ..export import export
 from ..export.report import ExportReport
 from . import KV_CACHE_DTYPES
 from .gguf import QUANTIZED_TYPES, GgufFile
-from .model import LlamaConfig, build_llama
+from .model import DecoderConfig, build_decoder
 
-SUPPORTED_ARCHITECTURES = ("llama",)   # Llama 1/2-style and SmolLM2; no attention biases (Qwen2), no RoPE scaling
+# What each architecture adds to the Llama decoder (DecoderConfig's features). Which GGUF files
+# have which: llama.cpp's convert_hf_to_gguf.py (conversion/llama.py, qwen.py, phi.py). It writes
+# Mistral 7B as "llama"; it permutes attn_q/attn_k rows for "llama" only (its interleaved RoPE),
+# the others are stored in Hugging Face's order (llama.cpp runs them with NEOX RoPE).
+ARCHITECTURES = {
+    "llama": {},                                            # Llama 1/2/3, Mistral 7B, SmolLM2
+    "qwen2": {"attention_bias": True},                      # q/k/v biases
+    "qwen3": {"qk_norm": True},                             # per-head RMSNorm of q and k before RoPE
+    "phi3": {"fused_qkv": True, "fused_gate_up": True},    # attn_qkv; ffn_up holds gate then up
+}
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
+# Architectures kiln knows it does not read, and what it lacks for them.
+REFUSED_ARCHITECTURES = {
+    "gemma": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward",
+    "gemma2": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward, post-attention "
+              "and post-feed-forward norms, attention and final logit soft-capping, alternating sliding-window "
+              "layers",
+    "gemma3": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward, post-attention "
+              "and post-feed-forward norms, alternating sliding-window layers with their own RoPE base",
+}
 DEFAULT_CONTEXT = 2048
 DEFAULT_MAX_TOKENS_PER_CALL = 128
 MAX_SLOTS = 64  # kiln.llm.BatchRunner rows; each slot is a KV cache region of `context` positions
@@ -45,40 +65,48 @@ CONFIG_KEY, TOKENIZER_KEY, CHAT_TEMPLATE_KEY = "kiln.llm.config", "kiln.llm.toke
 
 _GGUF_TO_OURS = {
     "attn_norm": "attention_norm", "attn_q": "attention.wq", "attn_k": "attention.wk",
-    "attn_v": "attention.wv", "attn_output": "attention.wo",
+    "attn_v": "attention.wv", "attn_output": "attention.wo", "attn_qkv": "attention.wqkv",
+    "attn_q_norm": "attention.q_norm", "attn_k_norm": "attention.k_norm",
     "ffn_norm": "ffn_norm", "ffn_gate": "w_gate", "ffn_up": "w_up", "ffn_down": "w_down",
 }
+_FIXED = {"token_embd.weight": "tok_embeddings.weight", "output_norm.weight": "norm.weight",
+          "output.weight": "output.weight"}
 
 
-def module_name(gguf_name: str) -> str | None:
-    """Our parameter name of a GGUF tensor ("blk.3.attn_q.weight" -> "layers.3.attention.wq.weight")."""
-    if gguf_name == "token_embd.weight":
-        return "tok_embeddings.weight"
-    if gguf_name == "output_norm.weight":
-        return "norm.weight"
-    if gguf_name == "output.weight":
-        return "output.weight"
+def _ours(part: str, cfg: DecoderConfig | None) -> str:
+    if part == "ffn_up" and cfg is not None and cfg.fused_gate_up:
+        return "w_gate_up"  # Phi-3's ffn_up holds the gate rows, then the up rows
+    return _GGUF_TO_OURS[part]
+
+
+def module_name(gguf_name: str, cfg: DecoderConfig | None = None) -> str | None:
+    """Our parameter name of a GGUF tensor ("blk.3.attn_q.weight" -> "layers.3.attention.wq.weight")
+    in a model of `cfg` (whose features decide what ffn_up is), or None if it has none. Whether
+    the model of `cfg` has that parameter is expected_tensors' business."""
+    if gguf_name in _FIXED:
+        return _FIXED[gguf_name]
     parts = gguf_name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_TO_OURS:
-        return f"layers.{parts[1]}.{_GGUF_TO_OURS[parts[2]]}.{parts[3]}"
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_TO_OURS \
+            and parts[3] in ("weight", "bias"):
+        return f"layers.{parts[1]}.{_ours(parts[2], cfg)}.{parts[3]}"
     return None
 
 
-def gguf_name(ours: str) -> str:
+def gguf_name(ours: str, cfg: DecoderConfig | None = None) -> str:
     """The GGUF name of one of our parameters (the inverse of module_name)."""
-    fixed = {"tok_embeddings.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
-             "output.weight": "output.weight"}
+    fixed = {v: k for k, v in _FIXED.items()}
     if ours in fixed:
         return fixed[ours]
     _, layer, rest = ours.split(".", 2)
     part, _, suffix = rest.rpartition(".")
-    theirs = {v: k for k, v in _GGUF_TO_OURS.items()}[part]
+    theirs = {_ours(k, cfg): k for k in _GGUF_TO_OURS}[part]
     return f"blk.{layer}.{theirs}.{suffix}"
 
 
 def rope_row_order(rows: int, n_heads: int) -> np.ndarray:
-    """Row index undoing llama.cpp's convert_hf_to_gguf.py permutation of attn_q/attn_k rows
-    ([head, half, pair] -> [head, pair, half]): hf_rows = gguf_rows[order]."""
+    """Row index undoing llama.cpp's convert_hf_to_gguf.py permutation of a llama file's
+    attn_q/attn_k rows (LlamaModel.permute: [head, half, pair] -> [head, pair, half]):
+    hf_rows = gguf_rows[order]."""
     return np.arange(rows).reshape(n_heads, rows // n_heads // 2, 2).swapaxes(1, 2).reshape(-1)
 
 
@@ -93,30 +121,98 @@ def _meta(g: GgufFile, key: str, kind=int):
     return kind(value)
 
 
-def config_from_gguf(g: GgufFile) -> LlamaConfig:
+def _rope_scale(g: GgufFile, arch: str) -> float:
+    """The linear RoPE scaling factor (1: none); any other scaling is NotSupported naming it."""
+    kind = g.metadata.get(f"{arch}.rope.scaling.type", "none")
+    factor_key = f"{arch}.rope.scaling.factor"
+    if kind == "linear":
+        if factor_key not in g.metadata:
+            raise ExportError(f"'{g.path}': {arch}.rope.scaling.type is 'linear' but there is no {factor_key}")
+        factor = _meta(g, factor_key, float)
+    elif kind in ("none", None):
+        # Files of before rope.scaling.type said linear scaling with rope.scale_linear (llama.cpp reads it).
+        factor = _meta(g, f"{arch}.rope.scale_linear", float) if f"{arch}.rope.scale_linear" in g.metadata else 1.0
+    else:
+        raise NotSupported(f"'{g.path}': RoPE scaling {arch}.rope.scaling.type = {kind!r} is not supported "
+                           "(kiln reads 'linear' and Llama 3's rope_freqs factors; YaRN and LongRoPE also "
+                           "scale the attention, which kiln's decoder does not)")
+    if not np.isfinite(factor) or not 1e-6 <= factor <= 1e6:
+        raise ExportError(f"'{g.path}': RoPE scaling factor {factor!r} is out of range")
+    attn_factor = g.metadata.get(f"{arch}.rope.scaling.attn_factor", 1.0)
+    if attn_factor != 1.0:
+        raise NotSupported(f"'{g.path}': {arch}.rope.scaling.attn_factor = {attn_factor!r} (an attention scale "
+                           "of YaRN or LongRoPE) is not supported")
+    return factor
+
+
+def _rope_freq_factors(g: GgufFile, head_dim: int) -> tuple | None:
+    """Llama 3's per-frequency divisors: llama.cpp's converter computes them from the
+    llama3 rope_scaling (LlamaModel.generate_extra_tensors) into a rope_freqs.weight of
+    head_dim / 2 values, which llama.cpp divides the inverse frequencies by."""
+    for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+        if name in g.tensors:
+            raise NotSupported(f"'{g.path}': tensor '{name}' (LongRoPE, Phi-3's long-context scaling, which "
+                               "switches factors by sequence length and scales attention) is not supported")
+    t = g.tensors.get("rope_freqs.weight")
+    if t is None:
+        return None
+    if t.shape != (head_dim // 2,):
+        raise InvalidProgram(f"'{g.path}': tensor 'rope_freqs.weight' is {list(t.shape)}, but the head size "
+                             f"{head_dim} implies [{head_dim // 2}]")
+    factors = g.dequantize("rope_freqs.weight").astype(np.float64)
+    if not np.all(np.isfinite(factors)) or not np.all((factors >= 1e-6) & (factors <= 1e6)):
+        raise InvalidProgram(f"'{g.path}': tensor 'rope_freqs.weight' holds factors out of range")
+    return tuple(float(f) for f in factors)
+
+
+def sliding_window(g: GgufFile) -> int:
+    """The file's attention window (0: none). llama.cpp's converter writes it for Phi-3
+    (0 for Phi-4) and not for Mistral 7B, whose "llama" file llama.cpp runs with full attention."""
     arch = g.metadata.get("general.architecture")
-    if arch not in SUPPORTED_ARCHITECTURES:
+    key = f"{arch}.attention.sliding_window"
+    return _meta(g, key) if key in g.metadata else 0
+
+
+def config_from_gguf(g: GgufFile) -> DecoderConfig:
+    arch = g.metadata.get("general.architecture")
+    if arch in REFUSED_ARCHITECTURES:
+        raise NotSupported(f"'{g.path}' holds a model of architecture {arch!r}, which kiln llm export does not "
+                           f"read: it would need {REFUSED_ARCHITECTURES[arch]} (kiln reads "
+                           f"{', '.join(SUPPORTED_ARCHITECTURES)})")
+    if arch not in ARCHITECTURES:
         raise NotSupported(f"'{g.path}' holds a model of architecture {arch!r}; kiln llm export supports "
-                           f"{', '.join(SUPPORTED_ARCHITECTURES)} (Llama, SmolLM2)")
+                           f"{', '.join(SUPPORTED_ARCHITECTURES)}")
     tokens = g.metadata.get("tokenizer.ggml.tokens")
     if not isinstance(tokens, list) or not tokens:
         raise ExportError(f"'{g.path}' has no tokenizer vocabulary (tokenizer.ggml.tokens)")
-    cfg = LlamaConfig(
+    dim, n_heads = _meta(g, f"{arch}.embedding_length"), _meta(g, f"{arch}.attention.head_count")
+    key_length = _meta(g, f"{arch}.attention.key_length") if f"{arch}.attention.key_length" in g.metadata else 0
+    value_length = _meta(g, f"{arch}.attention.value_length") if f"{arch}.attention.value_length" in g.metadata \
+        else key_length
+    if value_length != key_length:
+        raise NotSupported(f"'{g.path}': {arch}.attention.key_length {key_length} and value_length {value_length} "
+                           "differ, which kiln's attention does not support")
+    if n_heads >= 1 and key_length == dim // n_heads and dim % n_heads == 0:
+        key_length = 0  # the usual head size: nothing to configure
+    cfg = DecoderConfig(
         vocab_size=len(tokens),
-        dim=_meta(g, f"{arch}.embedding_length"),
+        dim=dim,
         n_layers=_meta(g, f"{arch}.block_count"),
-        n_heads=_meta(g, f"{arch}.attention.head_count"),
+        n_heads=n_heads,
         n_kv_heads=_meta(g, f"{arch}.attention.head_count_kv") if f"{arch}.attention.head_count_kv" in g.metadata
-        else _meta(g, f"{arch}.attention.head_count"),
+        else n_heads,
         hidden_dim=_meta(g, f"{arch}.feed_forward_length"),
         rope_theta=_meta(g, f"{arch}.rope.freq_base", float) if f"{arch}.rope.freq_base" in g.metadata else 10000.0,
         norm_eps=_meta(g, f"{arch}.attention.layer_norm_rms_epsilon", float),
         context_length=_meta(g, f"{arch}.context_length"),
         tied_embeddings="output.weight" not in g.tensors,
+        architecture=arch,
+        key_length=key_length,
+        **ARCHITECTURES[arch],
     )
     sizes = (cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.hidden_dim, cfg.context_length)
-    if min(sizes) < 1 or max(sizes) > 1 << 20 or cfg.dim % cfg.n_heads or cfg.n_heads % cfg.n_kv_heads \
-            or cfg.head_dim % 2:
+    if min(sizes) < 1 or max(sizes) > 1 << 20 or not 0 <= key_length <= 1 << 16 \
+            or (not key_length and cfg.dim % cfg.n_heads) or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2:
         raise ExportError(f"'{g.path}': inconsistent model sizes {cfg}")
     if g.metadata.get(f"{arch}.vocab_size", cfg.vocab_size) != cfg.vocab_size:
         raise ExportError(f"'{g.path}': {arch}.vocab_size does not match the tokenizer's {cfg.vocab_size} tokens")
@@ -124,31 +220,50 @@ def config_from_gguf(g: GgufFile) -> LlamaConfig:
     if rope_dims != cfg.head_dim:
         raise NotSupported(f"'{g.path}': partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) "
                            "are not supported")
-    if g.metadata.get(f"{arch}.rope.scaling.type", "none") not in ("none", None):
-        raise NotSupported(f"'{g.path}': RoPE scaling '{g.metadata[f'{arch}.rope.scaling.type']}' is not supported")
-    return cfg
+    for key in (f"{arch}.attn_logit_softcapping", f"{arch}.final_logit_softcapping"):
+        if g.metadata.get(key, 0.0) not in (0, 0.0):
+            raise NotSupported(f"'{g.path}': {key} = {g.metadata[key]!r} (logit soft-capping) is not supported")
+    return dataclasses.replace(cfg, rope_scale=_rope_scale(g, arch),
+                               rope_freq_factors=_rope_freq_factors(g, cfg.head_dim))
 
 
-_LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
-                  "ffn_down")
-
-
-def expected_tensors(cfg: LlamaConfig):
-    """(GGUF tensor name, shape in torch order) of every tensor a Llama of `cfg` needs
-    (output.weight only when the embeddings are not tied), layer by layer."""
+def _layer_tensors(cfg: DecoderConfig):
+    """(GGUF name within a layer, shape in torch order) of every tensor one layer of `cfg` has."""
     hd, dim, hidden = cfg.head_dim, cfg.dim, cfg.hidden_dim
-    yield "token_embd.weight", (cfg.vocab_size, dim)
-    yield "output_norm.weight", (dim,)
+    q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd
+    yield "attn_norm.weight", (dim,)
+    projections = (("attn_qkv", q + 2 * kv),) if cfg.fused_qkv else (("attn_q", q), ("attn_k", kv), ("attn_v", kv))
+    for part, rows in projections:
+        yield f"{part}.weight", (rows, dim)
+        if cfg.attention_bias:
+            yield f"{part}.bias", (rows,)
+    if cfg.qk_norm:
+        yield "attn_q_norm.weight", (hd,)
+        yield "attn_k_norm.weight", (hd,)
+    yield "attn_output.weight", (dim, q)
+    yield "ffn_norm.weight", (dim,)
+    if cfg.fused_gate_up:
+        yield "ffn_up.weight", (2 * hidden, dim)
+    else:
+        yield "ffn_gate.weight", (hidden, dim)
+        yield "ffn_up.weight", (hidden, dim)
+    yield "ffn_down.weight", (dim, hidden)
+
+
+def expected_tensors(cfg: DecoderConfig):
+    """(GGUF tensor name, shape in torch order) of every tensor a decoder of `cfg` needs
+    (output.weight only when the embeddings are not tied), layer by layer."""
+    yield "token_embd.weight", (cfg.vocab_size, cfg.dim)
+    yield "output_norm.weight", (cfg.dim,)
     if not cfg.tied_embeddings:
-        yield "output.weight", (cfg.vocab_size, dim)
-    shapes = ((dim,), (cfg.n_heads * hd, dim), (cfg.n_kv_heads * hd, dim), (cfg.n_kv_heads * hd, dim),
-              (dim, cfg.n_heads * hd), (dim,), (hidden, dim), (hidden, dim), (dim, hidden))
+        yield "output.weight", (cfg.vocab_size, cfg.dim)
+    layer = list(_layer_tensors(cfg))
     for i in range(cfg.n_layers):
-        for part, shape in zip(_LAYER_TENSORS, shapes):
-            yield f"blk.{i}.{part}.weight", shape
+        for part, shape in layer:
+            yield f"blk.{i}.{part}", shape
 
 
-def check_tensors(g: GgufFile, cfg: LlamaConfig) -> None:
+def check_tensors(g: GgufFile, cfg: DecoderConfig) -> None:
     """Every tensor `cfg` (the file's metadata) implies is in the file with the shape it
     implies: checked before anything is built from the metadata, so that the sizes
     the model, its rotary tables and its caches are made with are those of weights the
@@ -158,7 +273,7 @@ def check_tensors(g: GgufFile, cfg: LlamaConfig) -> None:
     sizes = (f"{arch}.block_count {cfg.n_layers}, {arch}.embedding_length {cfg.dim}, "
              f"{arch}.feed_forward_length {cfg.hidden_dim}, {arch}.attention.head_count {cfg.n_heads}, "
              f"{arch}.attention.head_count_kv {cfg.n_kv_heads}, vocabulary {cfg.vocab_size}")
-    needed = 2 + (not cfg.tied_embeddings) + len(_LAYER_TENSORS) * cfg.n_layers
+    needed = 2 + (not cfg.tied_embeddings) + len(list(_layer_tensors(cfg))) * cfg.n_layers
     if needed > len(g.tensors):
         raise InvalidProgram(f"'{g.path}': {arch}.block_count {cfg.n_layers} implies {needed} tensors but the file "
                              f"has {len(g.tensors)}")
@@ -172,23 +287,36 @@ def check_tensors(g: GgufFile, cfg: LlamaConfig) -> None:
                                  f"implies {list(shape)}")
 
 
-def state_from_gguf(g: GgufFile, cfg: LlamaConfig) -> dict:
+def _unpermute(name: str, cfg: DecoderConfig):
+    """The row order undoing the converter's q/k permutation of tensor `name` (llama files
+    only, weights and biases alike), or None."""
+    if cfg.architecture != "llama":
+        return None
+    if name.endswith((".attn_q.weight", ".attn_q.bias")):
+        return cfg.n_heads
+    if name.endswith((".attn_k.weight", ".attn_k.bias")):
+        return cfg.n_kv_heads
+    return None
+
+
+def state_from_gguf(g: GgufFile, cfg: DecoderConfig) -> dict:
     """The float32 state dict (our names, Hugging Face q/k row order) of layers 0..cfg.n_layers-1."""
+    layer_parts = {part for part, _ in _layer_tensors(cfg)}
     state = {}
     for name in g.tensors:
-        ours = module_name(name)
-        if ours is None:
-            if name.startswith("rope_freqs") or name.endswith(".attn_rot_embd"):
-                continue  # precomputed rotary tables: kiln computes its own
-            raise NotSupported(f"'{g.path}': tensor '{name}' has no place in a Llama model "
-                               "(attention biases and other extras are not supported)")
+        ours = module_name(name, cfg)
+        top_level = name in _FIXED and (name != "output.weight" or not cfg.tied_embeddings)
+        if ours is None or not (top_level or name.split(".", 2)[2] in layer_parts):
+            if name == "rope_freqs.weight" or name.endswith(".attn_rot_embd"):
+                continue  # rotary tables: config_from_gguf read the factors, kiln computes its own tables
+            raise NotSupported(f"'{g.path}': tensor '{name}' has no place in a {cfg.architecture} model as kiln "
+                               f"reads it (attention biases: qwen2; q/k norms: qwen3; fused attn_qkv: phi3)")
         if ours.startswith("layers.") and int(ours.split(".")[1]) >= cfg.n_layers:
             continue
         w = g.dequantize(name)
-        if name.endswith("attn_q.weight"):
-            w = w[rope_row_order(w.shape[0], cfg.n_heads)]
-        elif name.endswith("attn_k.weight"):
-            w = w[rope_row_order(w.shape[0], cfg.n_kv_heads)]
+        heads = _unpermute(name, cfg)
+        if heads is not None:
+            w = w[rope_row_order(w.shape[0], heads)]
         state[ours] = torch.from_numpy(np.ascontiguousarray(w))
     return state
 
@@ -223,16 +351,15 @@ def _keep_gguf_blocks(model, g: GgufFile, q):
     cfg = model.cfg
     kinds = set()
     for name, t in g.tensors.items():
-        ours = module_name(name)
+        ours = module_name(name, cfg)
         if ours is None or t.ggml_type not in QUANTIZED_TYPES or not ours.endswith(".weight"):
             continue
         if ours.startswith("layers.") and int(ours.split(".")[1]) >= cfg.n_layers:
             continue
         weight = q.from_gguf_blocks(g.raw(name), t.ggml_type, t.shape)
-        if name.endswith("attn_q.weight"):
-            weight = weight.permute_rows(rope_row_order(t.shape[0], cfg.n_heads))
-        elif name.endswith("attn_k.weight"):
-            weight = weight.permute_rows(rope_row_order(t.shape[0], cfg.n_kv_heads))
+        heads = _unpermute(name, cfg)
+        if heads is not None:
+            weight = weight.permute_rows(rope_row_order(t.shape[0], heads))
         path = ours[: -len(".weight")]
         parent_name, _, child = path.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
@@ -253,7 +380,8 @@ class LlmExportReport:
 
     def __str__(self) -> str:
         c = self.config
-        lines = [f"{self.path}: {c['name'] or c['architecture']}, {c['n_layers']} layers, "
+        name = f"{c['name']} ({c['architecture']})" if c['name'] else c['architecture']
+        lines = [f"{self.path}: {name}, {c['n_layers']} layers, "
                  f"vocabulary {c['vocab_size']}, "
                  f"context {c['context_length']}, up to {c['max_tokens_per_call']} tokens per call, "
                  f"KV cache {c.get('kv_cache_dtype', 'float32')}, "
@@ -265,7 +393,7 @@ class LlmExportReport:
 def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str | None = None,
                 context: int = DEFAULT_CONTEXT, max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
                 slots: int = 1, n_layers: int | None = None, kv_cache_dtype: str = "float32") -> LlmExportReport:
-    """Builds the Llama module from a GGUF file's config and tensors and exports it with
+    """Builds the decoder from a GGUF file's config and tensors and exports it with
     its tokenizer, chat template and config as metadata (see the module docstring).
 
     dtype="float32" and quantize="int8"/"int4" are exclusive; neither keeps the GGUF's
@@ -293,7 +421,7 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
 
 
 def export_program(model, out_path, *, max_tokens_per_call: int, context: int, metadata: dict):
-    """Exports a kiln.llm.model.Llama (KV cache of model.slots regions of `context`
+    """Exports a kiln.llm.model.Decoder (KV cache of model.slots regions of `context`
     positions) with the method Runner and BatchRunner take:
     forward(tokens i64[B, T], input_pos i64[B, T], slots i64[B], cache_positions i64[L])
     with B <= model.slots, T <= max_tokens_per_call and L <= context dynamic. Returns
@@ -309,6 +437,13 @@ def export_program(model, out_path, *, max_tokens_per_call: int, context: int, m
     batch = {0: torch.export.Dim("batch", min=1, max=slots)} if slots > 1 else {}
     dims = ({**batch, 1: tokens}, {**batch, 1: tokens}, batch, {0: used})
     return export(model, example, out_path, dynamic_shapes=dims, metadata=metadata)
+
+
+def _rope_scaling_summary(cfg: DecoderConfig) -> str:
+    """What the program's rotary frequencies are scaled by: "none", "linear 4.0", "rope_freqs" (Llama 3)."""
+    parts = ([f"linear {cfg.rope_scale:g}"] if cfg.rope_scale != 1.0 else []) + \
+        (["rope_freqs"] if cfg.rope_freq_factors is not None else [])
+    return " + ".join(parts) or "none"
 
 
 def _int_option(name: str, value, low: int, high: int) -> int:
@@ -346,14 +481,23 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     if n_layers is not None:
         if not 1 <= n_layers <= cfg.n_layers:
             raise ExportError(f"n_layers must be in 1..{cfg.n_layers}, got {n_layers}")
-        cfg = LlamaConfig(**{**asdict(cfg), "n_layers": n_layers})
+        cfg = dataclasses.replace(cfg, n_layers=n_layers)
     notes = []
     if context > cfg.context_length:
         notes.append(f"context {context} exceeds the model's own {cfg.context_length}: using {cfg.context_length}")
         context = cfg.context_length
+    window = sliding_window(g)
+    if window:
+        # A query at position p sees the positions p - window + 1 .. p (Hugging Face's and
+        # llama.cpp's window): with at most `window` positions cached that is all of 0 .. p.
+        if context > window:
+            raise NotSupported(f"'{gguf_path}': {cfg.architecture}.attention.sliding_window = {window}: kiln's "
+                               f"attention is full, which equals a sliding window only for a context of at most "
+                               f"{window} positions (give --context {window} or less, not {context})")
+        notes.append(f"sliding window {window} >= context {context}: full attention is exact")
     chunk = min(max_tokens_per_call, context - 1)
 
-    model = build_llama(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots,
+    model = build_decoder(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots,
                         cache_dtype=getattr(torch, kv_cache_dtype))
     model, weights, weight_notes = _apply_weights(model, g, scheme)
     notes += weight_notes
@@ -371,6 +515,8 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         "n_kv_heads": cfg.n_kv_heads, "hidden_dim": cfg.hidden_dim, "rope_theta": cfg.rope_theta,
         "norm_eps": cfg.norm_eps, "tied_embeddings": cfg.tied_embeddings,
         "trained_context_length": cfg.context_length, "source": os.path.basename(gguf_path),
+        "head_dim": cfg.head_dim, "attention_bias": cfg.attention_bias, "qk_norm": cfg.qk_norm,
+        "rope_scaling": _rope_scaling_summary(cfg), "sliding_window": window,
     }
     metadata = {CONFIG_KEY: json.dumps(config), TOKENIZER_KEY: tokenizer.to_json()}
     template = g.metadata.get("tokenizer.chat_template")

@@ -1,6 +1,10 @@
-"""The Llama-family decoder kiln exports (needs torch): RMSNorm, rotary attention with
+"""The one decoder kiln exports (needs torch), configured by DecoderConfig for every
+architecture kiln reads (kiln.llm.export): RMSNorm, rotary attention with
 grouped-query KV heads and a static KV cache updated in place, SwiGLU, tied or
-separate output projection.
+separate output projection; optionally q/k/v biases (Qwen2), a per-head RMSNorm of
+q and k before the rotary embedding (Qwen3), a head size that is not dim / n_heads,
+fused q/k/v and gate/up projections (Phi-3), and scaled rotary frequencies (linear
+scaling, Llama 3's per-frequency factors).
 
     forward(tokens i64[B, T], input_pos i64[B, T], slots i64[B], cache_positions i64[L]) -> logits
 
@@ -23,10 +27,11 @@ exporter fuses it into the attention, kiln::sdpa_rows, which reads the rows in p
 In eager, input_pos may be i64[T] and slots and cache_positions omitted: one
 sequence in region 0, attending to the whole region.
 
-Weights follow Hugging Face's LlamaForCausalLM up to naming, rotary embedding
-included (rotate_half): a GGUF file's attn_q/attn_k rows, which llama.cpp's
-converter permutes for its interleaved rotary embedding, are permuted back
-when it is read (kiln.llm.gguf).
+Weights follow Hugging Face's LlamaForCausalLM (Qwen2ForCausalLM, ...) up to naming,
+rotary embedding included (rotate_half, llama.cpp's "NEOX" rotation): a llama GGUF's
+attn_q/attn_k rows, which llama.cpp's converter permutes for its interleaved rotary
+embedding, are permuted back when it is read (kiln.llm.export); the other
+architectures' files are stored in this order already.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from torch import nn
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
+class DecoderConfig:
     vocab_size: int
     dim: int
     n_layers: int
@@ -50,10 +55,22 @@ class LlamaConfig:
     norm_eps: float
     context_length: int       # what the model was trained for (the KV cache may hold less)
     tied_embeddings: bool
+    # The features beyond Llama's, off by default (kiln.llm.export sets them per architecture).
+    architecture: str = "llama"
+    key_length: int = 0                  # the head size when it is not dim // n_heads (0: dim // n_heads)
+    attention_bias: bool = False         # q, k and v projections have biases (Qwen2)
+    qk_norm: bool = False                # RMSNorm of each head's q and k before the rotary embedding (Qwen3)
+    fused_qkv: bool = False              # one projection wqkv whose rows are q, k, v (Phi-3)
+    fused_gate_up: bool = False          # one projection w_gate_up whose rows are gate, up (Phi-3)
+    rope_scale: float = 1.0              # linear RoPE scaling: every inverse frequency divided by it
+    rope_freq_factors: tuple | None = None  # per-frequency divisors of the inverse frequencies (Llama 3)
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.key_length or self.dim // self.n_heads
+
+
+LlamaConfig = DecoderConfig  # the name of the days when it was Llama only
 
 
 class RMSNorm(nn.Module):
@@ -72,13 +89,21 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
+    def __init__(self, cfg: DecoderConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+        q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+        self.split = (q_rows, kv_rows, kv_rows)
+        if cfg.fused_qkv:
+            self.wqkv = nn.Linear(cfg.dim, q_rows + 2 * kv_rows, bias=cfg.attention_bias)
+        else:
+            self.wq = nn.Linear(cfg.dim, q_rows, bias=cfg.attention_bias)
+            self.wk = nn.Linear(cfg.dim, kv_rows, bias=cfg.attention_bias)
+            self.wv = nn.Linear(cfg.dim, kv_rows, bias=cfg.attention_bias)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+            self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps)
+        self.wo = nn.Linear(q_rows, cfg.dim, bias=False)
         shape = (slots * cfg.n_kv_heads * capacity, cfg.head_dim)   # rows: see the module docstring
         # device="cpu": the model may be built under torch.device("meta"); the caches are not weights.
         # A float16 or bfloat16 cache holds each key and value rounded to it; attention reads them widened.
@@ -89,9 +114,17 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
         b = x.shape[0]
-        q = self.wq(x).reshape(b, -1, self.n_heads, self.head_dim).transpose(1, 2)      # [B, H, T, Dh]
-        k = self.wk(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)   # [B, KV, T, Dh]
-        v = self.wv(x).reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if hasattr(self, "wqkv"):
+            q, k, v = self.wqkv(x).split(self.split, dim=-1)
+        else:
+            q, k, v = self.wq(x), self.wk(x), self.wv(x)
+        q = q.reshape(b, -1, self.n_heads, self.head_dim)
+        k = k.reshape(b, -1, self.n_kv_heads, self.head_dim)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.transpose(1, 2)                                                           # [B, H, T, Dh]
+        k = k.transpose(1, 2)                                                           # [B, KV, T, Dh]
+        v = v.reshape(b, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
 
@@ -114,23 +147,31 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
+    def __init__(self, cfg: DecoderConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.attention = Attention(cfg, capacity, slots, cache_dtype)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.w_gate = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
-        self.w_up = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
+        self.hidden_dim = cfg.hidden_dim
+        if cfg.fused_gate_up:
+            self.w_gate_up = nn.Linear(cfg.dim, 2 * cfg.hidden_dim, bias=False)
+        else:
+            self.w_gate = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
+            self.w_up = nn.Linear(cfg.dim, cfg.hidden_dim, bias=False)
         self.w_down = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
 
     def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
         x = x + self.attention(self.attention_norm(x), cos, sin, write_rows, read_rows, mask, used)
         h = self.ffn_norm(x)
-        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
+        if hasattr(self, "w_gate_up"):
+            gate, up = self.w_gate_up(h).split(self.hidden_dim, dim=-1)
+        else:
+            gate, up = self.w_gate(h), self.w_up(h)
+        return x + self.w_down(F.silu(gate) * up)
 
 
-class Llama(nn.Module):
-    """Llama decoder with a static KV cache of `slots` regions of `capacity` positions
+class Decoder(nn.Module):
+    """The decoder of `cfg` with a static KV cache of `slots` regions of `capacity` positions
     (see the module docstring).
 
     last_logits_only: return the logits of the last token only ([1, 1, vocab]),
@@ -139,7 +180,7 @@ class Llama(nn.Module):
     float32, float16 or bfloat16 (half the memory, each key and value rounded).
     """
 
-    def __init__(self, cfg: LlamaConfig, capacity: int = 256, last_logits_only: bool = False, slots: int = 1,
+    def __init__(self, cfg: DecoderConfig, capacity: int = 256, last_logits_only: bool = False, slots: int = 1,
                  cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.cfg = cfg
@@ -152,9 +193,13 @@ class Llama(nn.Module):
         if not cfg.tied_embeddings:
             self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
 
-        # HF rotary tables: angle(pos, i) = pos * theta^(-2i/Dh), the halves duplicated.
+        # HF rotary tables: angle(pos, i) = pos * theta^(-2i/Dh) / (rope_scale * factor_i), the halves
+        # duplicated (llama.cpp divides by its rope_freqs factors the same way).
         inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64,
                                                           device="cpu") / cfg.head_dim))
+        inv_freq = inv_freq / cfg.rope_scale
+        if cfg.rope_freq_factors is not None:
+            inv_freq = inv_freq / torch.tensor(cfg.rope_freq_factors, dtype=torch.float64, device="cpu")
         angles = torch.outer(torch.arange(capacity, dtype=torch.float64, device="cpu"), inv_freq)
         angles = torch.cat((angles, angles), dim=-1)
         self.register_buffer("rope_cos", angles.cos().float(), persistent=False)   # [capacity, Dh]
@@ -193,19 +238,25 @@ class Llama(nn.Module):
         return embedding.linear(x)  # a quantized embedding (kiln.export.quantize) projects with its own tensors
 
 
-def build_llama(cfg: LlamaConfig, state: dict, capacity: int, last_logits_only: bool = False,
-                slots: int = 1, cache_dtype: torch.dtype = torch.float32) -> Llama:
-    """A Llama in eval mode whose weights are the tensors of `state` (used in place, not copied)."""
+Llama = Decoder  # the name of the days when it was Llama only
+
+
+def build_decoder(cfg: DecoderConfig, state: dict, capacity: int, last_logits_only: bool = False,
+                  slots: int = 1, cache_dtype: torch.dtype = torch.float32) -> Decoder:
+    """A Decoder in eval mode whose weights are the tensors of `state` (used in place, not copied)."""
     with torch.device("meta"):  # weights are assigned from `state` below, no point initialising them
-        model = Llama(cfg, capacity, last_logits_only, slots, cache_dtype)
+        model = Decoder(cfg, capacity, last_logits_only, slots, cache_dtype)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"the weights do not fit the model: missing {missing[:4]}, unexpected {unexpected[:4]}")
     return model.eval()
 
 
+build_llama = build_decoder
+
+
 @torch.no_grad()
-def reset_cache(model: Llama) -> None:
+def reset_cache(model: Decoder) -> None:
     """Zero every layer's KV cache (eager)."""
     for layer in model.layers:
         layer.attention.k_cache.zero_()
@@ -213,7 +264,7 @@ def reset_cache(model: Llama) -> None:
 
 
 @torch.no_grad()
-def greedy_generate(model: Llama, prompt_ids: list[int], n_new: int, eos_id: int | None = None) -> list[int]:
+def greedy_generate(model: Decoder, prompt_ids: list[int], n_new: int, eos_id: int | None = None) -> list[int]:
     """Greedy decoding in eager: one prefill call with the whole prompt, then one token per call.
 
     Returns the new ids only (stops after eos_id when given). Positions start at 0,
