@@ -27,9 +27,12 @@ shared_pass_ignores=()
 for f in "${build_tests[@]}"; do shared_pass_ignores+=(--ignore="$f"); done
 # Run by the static pass only outside the full tier, so the three passes take about as long
 # (scripts/test_static.sh; the Python code they reach is the same in both builds, and none of these
-# needs the shared runtime). test_llm.py and test_quantized.py hold the whole-SmolLM2 tests.
+# needs the shared runtime: the static pass skips none of their tests). test_llm.py and
+# test_quantized.py hold the whole-SmolLM2 tests.
 if [ "${KILN_TEST_TIER:-}" != full ]; then
-  for f in tests/test_llm_batch.py tests/test_serve.py tests/test_llm.py tests/test_quantized.py; do
+  for f in tests/test_llm_batch.py tests/test_serve.py tests/test_llm.py tests/test_quantized.py \
+           tests/test_llm_files.py tests/test_llm_tokenizer.py tests/test_state.py tests/test_corrupt_files.py \
+           tests/test_hostile_sizes_and_state.py tests/test_buffers_and_files.py tests/test_program_metadata.py; do
     shared_pass_ignores+=(--ignore="$f")
   done
 fi

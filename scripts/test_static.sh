@@ -25,9 +25,9 @@ KILN_BUILD_SHARED=OFF "$venv/bin/python" -m pip install --quiet --disable-pip-ve
 if [ "${KILN_TEST_TIER:-}" = full ]; then
   tests=(tests)
 else
-  # The batched-LLM, server, LLM and quantized tests run here only, the whole-SmolLM2 ones (whole_llm)
-  # included (scripts/test.sh leaves them out), for the balance of the passes; the code they reach
-  # is the same in both builds, and the shared pass's C++ example drives the shared BatchRunner.
+  # Some of these run here only, the whole-SmolLM2 ones (whole_llm) included: scripts/test.sh leaves
+  # them out of the shared pass (its list), for the balance of the passes; the code they reach is the
+  # same in both builds, and the shared pass's C++ example drives the shared BatchRunner.
   # No other file here has whole_llm tests; the shared pass runs those it has (tests/conftest.py).
   tests=(tests/test_llm_batch.py tests/test_serve.py
          tests/test_static_build.py tests/test_no_torch.py tests/test_errors.py tests/test_inputs.py

@@ -478,9 +478,11 @@ def test_every_new_operator_is_covered():
     cpp_only = {"aten::index_copy.default", "aten::full_like.default", "aten::scalar_tensor.default"}
     reference_tests = "".join(f.read_text() for f in (REPO / "tests" / "cpp" / "kernels").glob("*_reference_test.cpp"))
     assert [key for key in sorted(cpp_only) if f'"{key}"' not in reference_tests] == []
-    # The weight-only quantized operators are exported and compared with eager in tests/test_quantized.py.
+    # The weight-only quantized operators are exported and compared with eager in tests/test_quantized.py;
+    # test_quantized_registry.py checks that each is registered once.
     quantized = {key for key in SUPPORTED_OPERATORS if key.startswith("kiln_quantized::")}
-    quantized_tests = (REPO / "tests" / "test_quantized.py").read_text()
+    quantized_tests = "".join((REPO / "tests" / f).read_text() for f in ("test_quantized.py",
+                                                                        "test_quantized_registry.py"))
     assert [key for key in sorted(quantized) if f'"{key}"' not in quantized_tests] == []
     # Operators only an export pass writes are compared with the unfused program in their pass's tests.
     fused = {"kiln::sdpa_rows.default": "test_cache_attention_fusion.py"}
