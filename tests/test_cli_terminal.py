@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -65,6 +66,7 @@ class _Terminal:
     """kiln chat on a pseudo-terminal: what it writes, and keys to type."""
 
     def __init__(self, args):
+        self.args = [str(a) for a in args]
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             # A background job of a non-interactive shell starts with SIGINT ignored, and an ignored
@@ -91,23 +93,35 @@ class _Terminal:
     def type(self, keys: bytes):
         os.write(self.fd, keys)
 
-    def wait(self):
-        while True:  # read to the end, so the child never blocks on a full terminal
+    def wait(self, timeout=120):
+        """The child's exit code; a child still running after `timeout` s is killed and fails the test
+        (never a hung test run)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # read to the end, so the child never blocks on a full terminal
             try:
-                ready, _, _ = select.select([self.fd], [], [], 300)
+                ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
                 chunk = os.read(self.fd, 4096) if ready else b""
             except OSError:
                 chunk = b""
             if not chunk:
                 break
             self.out += chunk
-        _, status = os.waitpid(self.pid, 0)
-        return os.waitstatus_to_exitcode(status)
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        raise AssertionError(f"kiln {' '.join(self.args)} still ran after {timeout} s; it wrote {self.out!r}")
 
 
 def test_chat_ctrl_c_at_the_prompt_quits_cleanly(tiny):
     term = _Terminal(["chat", tiny])
     term.expect(b"> ")
+    # The prompt is written before readline has set up the terminal to read: a Ctrl-C typed in that
+    # moment was seen lost once (the test waited forever). Give readline a moment first.
+    time.sleep(0.5)
     term.type(b"\x03")
     assert term.wait() == 0
     assert b"Traceback" not in term.out and b"KeyboardInterrupt" not in term.out, term.out
