@@ -1,5 +1,6 @@
-"""GGUF's Q5_0, Q5_1, Q4_K, Q5_K and Q6_K blocks kept whole (kiln_quantized's block formats;
-extensions/quantized/quant.h), each against the `gguf` package as the independent reference:
+"""GGUF's Q5_0, Q5_1, Q4_K, Q5_K and Q6_K blocks kept whole, and its F16 and BF16 matrices kept in
+16 bits (kiln_quantized's block formats; extensions/quantized/quant.h), each against the `gguf`
+package as the independent reference:
 
   * random blocks decode bit for bit like gguf.quants.dequantize, in numpy (blocks.py, gguf.py)
     and in kiln's kernels (embedding rows and identity linears, both tiers, every ISA level);
@@ -27,11 +28,11 @@ from conftest import export_embedding_and_linear
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 Q = gguf.GGMLQuantizationType
-FORMATS = [Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+FORMATS = [Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.F16, Q.BF16]
 # ggml type -> (elements, bytes) per block, and the offsets of its float16 fields with their magnitude
 _LAYOUT = {Q.Q5_0: (32, 22, {0: 1e-2}), Q.Q5_1: (32, 24, {0: 1e-2, 2: 1e-1}),
            Q.Q4_K: (256, 144, {0: 1e-3, 2: 1e-3}), Q.Q5_K: (256, 176, {0: 1e-3, 2: 1e-3}),
-           Q.Q6_K: (256, 210, {208: 1e-4})}
+           Q.Q6_K: (256, 210, {208: 1e-4}), Q.F16: (32, 64, {}), Q.BF16: (32, 64, {})}
 
 
 def random_blocks(rng, ggml_type, rows: int, k: int) -> np.ndarray:
@@ -39,6 +40,15 @@ def random_blocks(rng, ggml_type, rows: int, k: int) -> np.ndarray:
     subnormal) where the format has them."""
     elements, nbytes, halves = _LAYOUT[ggml_type]
     count = rows * (k // elements)
+    if ggml_type in (Q.F16, Q.BF16):  # finite values of every kind: normal, zero, -0, subnormal, large
+        v = (rng.standard_normal((rows, k)) * 0.1).astype(np.float32)
+        v.flat[::13] = 0.0
+        v.flat[5::17] = -0.0
+        v.flat[7::19] = 3e-6 if ggml_type == Q.F16 else 1e-39
+        v.flat[9::23] = 6e4 if ggml_type == Q.F16 else 1e30  # sums of them stay finite
+        if ggml_type == Q.F16:
+            return v.astype(np.float16).view(np.uint8).reshape(rows, -1)
+        return (v.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).reshape(rows, -1)
     blocks = rng.integers(0, 256, (count, nbytes), dtype=np.uint8)
     for at, scale in halves.items():
         h = (rng.uniform(-1, 1, count) * scale).astype(np.float16)
@@ -262,10 +272,11 @@ def test_inspect_lists_the_block_formats(mixed_programs):
         assert line in proc.stdout, proc.stdout
 
 
-def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path):
-    """A small random Llama whose embedding (also its tied output head) is Q6_K and whose other
-    matrices cycle through the five formats: exported as it is, it gives the logits of the same
-    file with those tensors in F32 (gguf's decoding), on both tiers."""
+@pytest.mark.parametrize("embedding", [Q.Q6_K, Q.F16], ids=lambda t: t.name)
+def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path, embedding):
+    """A small random Llama whose embedding (also its tied output head) is Q6_K or F16 and whose
+    other matrices cycle through the seven formats: exported as it is, it gives the logits of the
+    same file with those tensors in F32 (gguf's decoding), on both tiers."""
     from llm_files import tiny_llama
 
     from kiln.llm.export import export_gguf
@@ -275,7 +286,7 @@ def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path):
     mixed, ref, kinds = {}, {}, iter(FORMATS * 4)
     for name, w in tensors.items():
         if w.ndim == 2:
-            kind = Q.Q6_K if name == "token_embd.weight" else next(kinds)
+            kind = embedding if name == "token_embd.weight" else next(kinds)
             blocks = random_blocks(rng, kind, *w.shape)
             mixed[name] = Blocks(int(kind), w.shape, blocks.tobytes())
             ref[name] = gguf.quants.dequantize(blocks, kind).reshape(w.shape)
@@ -286,8 +297,10 @@ def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path):
         report = export_gguf(write_gguf(tmp_path / f"{label}.gguf", meta, t), tmp_path / f"{label}.kiln",
                              context=16, max_tokens_per_call=8)
         if label == "mixed":
-            assert report.weights == "gguf Q4_K/Q5_0/Q5_1/Q5_K/Q6_K", report.weights
-            assert "1 x embedding q6_k/256: 1 weights" in str(report), str(report)
+            assert report.weights == "gguf BF16/F16/Q4_K/Q5_0/Q5_1/Q5_K/Q6_K", report.weights
+            scheme = embedding.name.lower()
+            assert f"1 x embedding {scheme}/{256 if embedding == Q.Q6_K else 32}: 1 weights" in str(report), \
+                str(report)
         ids = np.array([[0, 2, 1, 1, 0]])
         args = (ids, np.arange(5)[None], np.array([0]), np.arange(5))
         for kernels in ("optimized", "portable"):

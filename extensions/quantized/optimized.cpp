@@ -8,8 +8,8 @@
 // into worker scratch, so every weight is decoded once per call and multiplied as float32.
 // compute="int8" is served by the reference kernel.
 //
-// The block formats (q5_0, q5_1, q4_k, q5_k, q6_k) are not repacked: they are decoded from the file's
-// blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
+// The block formats (q5_0, q5_1, q4_k, q5_k, q6_k; the 16-bit f16, bf16) are not repacked: they are
+// decoded from the file's blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
 // gemv_blocks (per row of W, each block decoded into an L1 tile and dotted with every row of x; each
 // row of x gets the bits it gets alone), more through the f32 GEMM whose packing hook decodes each B
 // block (QKernels::unpack_rows).
@@ -38,7 +38,7 @@ using optimized::QScheme;
 
 // The two enums list the schemes in the same order (q_kernels.h keeps no dependency on quant.h).
 QScheme q_scheme(Scheme s) { return static_cast<QScheme>(static_cast<int>(s)); }
-static_assert(static_cast<int>(Scheme::Q6_K) == static_cast<int>(QScheme::Q6_K), "scheme enums differ");
+static_assert(static_cast<int>(Scheme::BF16) == static_cast<int>(QScheme::BF16), "scheme enums differ");
 
 optimized::QRows file_rows(const QuantMatrix& w) {
   return {w.q, w.scales, w.mins, q_scheme(w.scheme), w.k, w.group, w.row_bytes()};

@@ -19,8 +19,9 @@
 
 namespace kiln::kernels::optimized {
 
-// The split formats (panels below), then the block formats (decoded from their file layout).
-enum class QScheme : int { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+// The split formats (panels below), then the block formats (decoded from their file layout; f16 and
+// bf16 are 16-bit weights in blocks of 32).
+enum class QScheme : int { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16 };
 
 struct QPanels {
   const uint8_t* data = nullptr;

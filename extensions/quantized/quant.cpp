@@ -23,8 +23,8 @@ Status optional_tensor_at(bool prepare, const char* op, Inputs in, size_t i, con
   return tensor_at(prepare, op, in, i, name, out);
 }
 
-constexpr Scheme kSchemes[] = {Scheme::Q8_0, Scheme::Q4_0, Scheme::Q4_1, Scheme::Q5_0,
-                               Scheme::Q5_1, Scheme::Q4_K, Scheme::Q5_K, Scheme::Q6_K};
+constexpr Scheme kSchemes[] = {Scheme::Q8_0, Scheme::Q4_0, Scheme::Q4_1, Scheme::Q5_0, Scheme::Q5_1,
+                               Scheme::Q4_K, Scheme::Q5_K, Scheme::Q6_K, Scheme::F16,  Scheme::BF16};
 
 Status scheme_arg(const char* op, Inputs in, size_t i, Scheme* scheme) {
   const char* s;
@@ -37,9 +37,9 @@ Status scheme_arg(const char* op, Inputs in, size_t i, Scheme* scheme) {
       return Status::ok();
     }
   }
-  return Status(
-      Error::KernelFailure,
-      format("%s: unknown scheme '%s' (expected q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k)", op, name.c_str()));
+  return Status(Error::KernelFailure,
+                format("%s: unknown scheme '%s' (expected q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16 or bf16)",
+                       op, name.c_str()));
 }
 
 // A block format's qweight [N, whole blocks]: scales and mins None, group_size the block's elements.
@@ -129,6 +129,8 @@ const char* scheme_name(Scheme s) {
     case Scheme::Q4_K: return "q4_k";
     case Scheme::Q5_K: return "q5_k";
     case Scheme::Q6_K: return "q6_k";
+    case Scheme::F16: return "f16";
+    case Scheme::BF16: return "bf16";
   }
   return "?";
 }
@@ -181,6 +183,8 @@ float block_weight(Scheme s, const uint8_t* b, int64_t e) {
       const float d = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
       return d * static_cast<float>(q - 32);
     }
+    case Scheme::F16: return half_to_float(load_u16(b + 2 * e));
+    case Scheme::BF16: return kernels::bfloat16_to_float(load_u16(b + 2 * e));
     default: return 0.0f;
   }
 }

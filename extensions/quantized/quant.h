@@ -33,6 +33,10 @@
 //     element e = 128 h + 32 t + l (h < 2, t < 4, l < 32): 4 low bits = nibble t / 2 of
 //     ql[64 h + 32 (t % 2) + l], 2 high bits = bits 2 t, 2 t + 1 of qh[32 h + l];
 //     w = (d * sc[e / 16]) * (q - 32)
+//   f16   (32, 64)   32 IEEE float16 values           w = the value
+//   bf16  (32, 64)   32 bfloat16 values (a float's high 16 bits)
+//     Weights kept in 16 bits (a GGUF's F16 / BF16 tensors whose rows are whole blocks of 32), so a
+//     file holds half a float32's bytes; the arithmetic is float32's.
 //
 // The decoded weight is exact in float: d has 11 significant bits and q at most 8, so d * q (and
 // d * (q - 8)) needs no rounding, and q4_1's + m rounds once, whether or not an FMA computes it. The
@@ -52,13 +56,15 @@ namespace quantized {
 using kernels::Inputs;
 using kernels::Outputs;
 
-enum class Scheme { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+enum class Scheme { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16 };
 
 // The scheme's name in programs ("q4_k").
 const char* scheme_name(Scheme s);
 // Block formats (above): GGUF's blocks kept whole; their elements and bytes per block.
 inline bool is_block_format(Scheme s) { return s >= Scheme::Q5_0; }
-inline int64_t block_elements(Scheme s) { return s == Scheme::Q5_0 || s == Scheme::Q5_1 ? 32 : 256; }
+inline int64_t block_elements(Scheme s) {
+  return s == Scheme::Q4_K || s == Scheme::Q5_K || s == Scheme::Q6_K ? 256 : 32;
+}
 inline int64_t block_bytes(Scheme s) {
   switch (s) {
     case Scheme::Q5_0: return 22;
@@ -66,6 +72,8 @@ inline int64_t block_bytes(Scheme s) {
     case Scheme::Q4_K: return 144;
     case Scheme::Q5_K: return 176;
     case Scheme::Q6_K: return 210;
+    case Scheme::F16:
+    case Scheme::BF16: return 64;
     default: return 0;
   }
 }

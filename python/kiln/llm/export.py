@@ -13,7 +13,8 @@ prefill chunk) and L up to `context`.
 Weights: every weight decision is one call, `_apply_weights`, into
 kiln.export.quantize (the quantized-operators extension). Without options the
 GGUF's own quantized blocks (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
-a mixed file's tensors each in its own format) are kept as they are when that module is
+a mixed file's tensors each in its own format), and its F16 / BF16 matrices in 16
+bits, are kept as they are when that module is
 present; a kiln without it exports float32 and says so in a note.
 """
 
@@ -32,7 +33,7 @@ from ..errors import ExportError, InvalidArgument, InvalidProgram, KilnError, No
 from ..export import export
 from ..export.report import ExportReport
 from . import KV_CACHE_DTYPES
-from .gguf import QUANTIZED_TYPES, GgufFile
+from .gguf import BF16, F16, QUANTIZED_TYPES, GgufFile
 from .model import DecoderConfig, build_decoder
 
 # What each architecture adds to the Llama decoder (DecoderConfig's features). Which GGUF files
@@ -346,13 +347,16 @@ def _apply_weights(model, g: GgufFile, scheme: str):
 def _keep_gguf_blocks(model, g: GgufFile, q):
     """Every linear and embedding weight stored in a quantized type in the GGUF file
     (gguf.QUANTIZED_TYPES) becomes a quantized module over the file's own blocks (no
-    re-quantization), each tensor in its own format; F32/F16/BF16 ones stay float32.
-    The GGUF reader checked that every such tensor's rows are whole blocks."""
+    re-quantization), each tensor in its own format; so do F16 and BF16 matrices whose rows
+    are whole blocks of 32 (kept in 16 bits: schemes f16 and bf16). F32 ones, and 16-bit
+    ones of other row lengths, stay float32. The GGUF reader checked that every quantized
+    tensor's rows are whole blocks."""
     cfg = model.cfg
     kinds = set()
     for name, t in g.tensors.items():
         ours = module_name(name, cfg)
-        if ours is None or t.ggml_type not in QUANTIZED_TYPES or not ours.endswith(".weight"):
+        sixteen_bit = t.ggml_type in (F16, BF16) and len(t.shape) == 2 and t.shape[-1] % 32 == 0
+        if ours is None or not (t.ggml_type in QUANTIZED_TYPES or sixteen_bit) or not ours.endswith(".weight"):
             continue
         if ours.startswith("layers.") and int(ours.split(".")[1]) >= cfg.n_layers:
             continue

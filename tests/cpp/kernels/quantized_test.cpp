@@ -260,12 +260,22 @@ struct BlockFormat {
   };
   std::vector<Half> halves;
 };
+// The 16-bit formats: each of a block's 32 values is such a field. Read as bfloat16, float16 bits of
+// exponent 15 are 2^-7..2^1 in magnitude.
+std::vector<BlockFormat::Half> every_value(int lo, int hi) {
+  std::vector<BlockFormat::Half> halves;
+  for (int at = 0; at < 64; at += 2) halves.push_back({at, lo, hi});
+  return halves;
+}
+
 const BlockFormat kBlockFormats[] = {
     {"q5_0", 32, 22, {{0, 10, 11}}},              // d (q - 16), |q - 16| <= 16
     {"q5_1", 32, 24, {{0, 9, 10}, {2, 12, 14}}},  // d q + m, q <= 31
     {"q4_k", 256, 144, {{0, 4, 5}, {2, 7, 8}}},   // d sc q - dmin m, sc, m <= 63, q <= 15
     {"q5_k", 256, 176, {{0, 3, 4}, {2, 7, 8}}},   // q <= 31
     {"q6_k", 256, 210, {{208, 2, 3}}},            // d sc (q - 32), |sc| <= 128
+    {"f16", 32, 64, every_value(13, 15)},         // the values themselves, 2^-2..2
+    {"bf16", 32, 64, every_value(15, 15)},
 };
 
 TestTensor random_blocks(const BlockFormat& f, int64_t n, int64_t k) {

@@ -1,5 +1,6 @@
-"""GGUF's block formats kept whole by kiln (q5_0, q5_1, q4_k, q5_k, q6_k): sizes and float32
-decoding with numpy (torch-free; the layouts are in extensions/quantized/quant.h).
+"""GGUF's block formats kept whole by kiln (q5_0, q5_1, q4_k, q5_k, q6_k), and 16-bit weights
+(f16, bf16: GGUF's F16 and BF16 tensors, in blocks of 32 values): sizes and float32 decoding with
+numpy (torch-free; the layouts are in extensions/quantized/quant.h).
 
 The decoding is ggml's float32 arithmetic: every product d * sc * q is exact, so
 the only rounding is q5_1's + m and the K-quants' - dmin * m, and the result is
@@ -17,8 +18,13 @@ BLOCK_FORMATS: Dict[int, Tuple[str, str, int, int]] = {
     6: ("Q5_0", "q5_0", 32, 22), 7: ("Q5_1", "q5_1", 32, 24),
     12: ("Q4_K", "q4_k", 256, 144), 13: ("Q5_K", "q5_k", 256, 176), 14: ("Q6_K", "q6_k", 256, 210),
 }
+# GGUF's float tensors that kiln can keep in 16 bits: ggml type id -> the same fields. GGUF stores
+# them in rows of any length; kiln keeps those whose rows are whole blocks of 32 (the others, and
+# these with --dtype float32, are widened to float32).
+HALF_FORMATS: Dict[int, Tuple[str, str, int, int]] = {1: ("F16", "f16", 32, 64), 30: ("BF16", "bf16", 32, 64)}
 # kiln scheme -> (elements, bytes) per block
-BLOCK_SIZES: Dict[str, Tuple[int, int]] = {scheme: (e, b) for _, scheme, e, b in BLOCK_FORMATS.values()}
+BLOCK_SIZES: Dict[str, Tuple[int, int]] = {scheme: (e, b) for _, scheme, e, b in
+                                           (*BLOCK_FORMATS.values(), *HALF_FORMATS.values())}
 
 
 def _half(b: np.ndarray) -> np.ndarray:
@@ -38,6 +44,10 @@ def _k_scales(sc: np.ndarray):
 def decode_blocks(blocks: np.ndarray, scheme: str) -> np.ndarray:
     """blocks uint8 [n, bytes per block] -> float32 [n, elements per block]."""
     n = blocks.shape[0]
+    if scheme == "f16":
+        return np.ascontiguousarray(blocks).view("<f2").astype(np.float32)
+    if scheme == "bf16":
+        return (np.ascontiguousarray(blocks).view("<u2").astype(np.uint32) << 16).view(np.float32)
     if scheme in ("q5_0", "q5_1"):
         at = 2 if scheme == "q5_0" else 4
         qh = np.ascontiguousarray(blocks[:, at:at + 4]).view("<u4").astype(np.int64)        # [n, 1]

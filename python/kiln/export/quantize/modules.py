@@ -35,6 +35,8 @@ each row's blocks byte for byte, scales and mins are None, group_size is B:
     q4_k    Q4_K  256  144     d * sc * q - dmin * m      8 sub-blocks of 32, 6-bit sc and m
     q5_k    Q5_K  256  176     d * sc * q - dmin * m      q 5 bits
     q6_k    Q6_K  256  210     d * sc * (q - 32)          16 sub-blocks of 16, int8 sc, q 6 bits
+    f16     F16   32   64      the float16 value          weights kept in 16 bits
+    bf16    BF16  32   64      the bfloat16 value
 
 (the byte layouts in extensions/quantized/quant.h; decoded by blocks.py, equal to
 gguf.quants.dequantize bit for bit). compute="int8" takes the three formats above only.
@@ -77,7 +79,8 @@ The Python API
     from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight
         A GGUF tensor's raw blocks (gguf.ReaderTensor: data, tensor_type, and
         shape [out, in] in torch order, i.e. reversed(t.shape)) kept in their
-        own bits. Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; anything else, a
+        own bits. Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and F16 / BF16
+        (schemes f16 / bf16: 16-bit weights in blocks of 32); anything else, a
         row that is not whole blocks, or a block array whose size does not match
         the shape, raises ValueError.
 
@@ -102,14 +105,17 @@ import torch
 from torch import nn
 
 from . import ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
-from .blocks import BLOCK_FORMATS
+from .blocks import BLOCK_FORMATS, HALF_FORMATS
 from .ops import SCHEMES, SPLIT_SCHEMES, check_layout, decode, row_length  # noqa: F401  (SCHEMES: the API)
 
 # ggml type id -> (GGUF name, scheme, bytes per block); blocks of 32 elements, of 256 for the K-quants
 GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20),
                                                8: ("Q8_0", "q8_0", 34),
                                                **{tid: (name, scheme, nbytes)
-                                                  for tid, (name, scheme, _, nbytes) in BLOCK_FORMATS.items()}}
+                                                  for tid, (name, scheme, _, nbytes) in
+                                                  (*BLOCK_FORMATS.items(), *HALF_FORMATS.items())}}
+# The types kept whole (qweight: each row's blocks byte for byte) -> elements per block.
+_WHOLE_BLOCKS = {tid: e for tid, (_, _, e, _) in (*BLOCK_FORMATS.items(), *HALF_FORMATS.items())}
 
 # User-facing names -> scheme.
 _ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
@@ -211,7 +217,8 @@ def check_group(scheme: str, group_size: int, k: int) -> None:
 
 
 def from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight:
-    """A GGUF tensor's Q4_0 / Q4_1 / Q8_0 blocks as a QuantizedWeight, bit for bit.
+    """A GGUF tensor's blocks (any type of GGUF_TYPES: F16 and BF16 too, kept in 16 bits when
+    its rows are whole blocks of 32) as a QuantizedWeight, bit for bit.
 
     data: the raw blocks (numpy array or bytes-like, e.g. gguf.ReaderTensor.data);
     ggml_type: the ggml type id (ReaderTensor.tensor_type) or its name ("Q4_1");
@@ -227,7 +234,7 @@ def from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight:
         raise ValueError(f"GGUF type {_ggml_type_name(ggml_type)} is not supported; supported: "
                          f"{', '.join(name for name, _, _ in GGUF_TYPES.values())}")
     name, scheme, block_bytes = GGUF_TYPES[ggml_type]
-    elements = BLOCK_FORMATS[ggml_type][2] if ggml_type in BLOCK_FORMATS else 32
+    elements = _WHOLE_BLOCKS.get(ggml_type, 32)
     shape = tuple(int(s) for s in shape)
     if len(shape) != 2 or shape[0] <= 0 or shape[1] <= 0 or shape[1] % elements:
         raise ValueError(f"a {name} tensor must be 2-D with rows a multiple of {elements} elements, got shape "
@@ -240,7 +247,7 @@ def from_gguf_blocks(data, ggml_type, shape) -> QuantizedWeight:
         raise ValueError(f"{name} tensor of shape {list(shape)} needs {expected} bytes of blocks "
                          f"({n} rows x {k // elements} blocks x {block_bytes} bytes), got {raw.size}: "
                          "truncated or malformed")
-    if ggml_type in BLOCK_FORMATS:  # kept whole: one row of blocks per output feature
+    if ggml_type in _WHOLE_BLOCKS:  # kept whole: one row of blocks per output feature
         return QuantizedWeight(torch.from_numpy(raw.reshape(n, expected // n).copy()), None, None, scheme, elements)
     blocks = raw.reshape(n, k // 32, block_bytes)
     d = torch.from_numpy(blocks[:, :, 0:2].copy().view(np.float16).reshape(n, k // 32))

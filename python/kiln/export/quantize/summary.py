@@ -15,7 +15,8 @@ _OPS = {"kiln_quantized::linear.default": "linear", "kiln_quantized::embedding.d
 _ARGS = {"linear": (1, 2, 3, 5, 6), "embedding": (0, 1, 2, 4, 5)}
 _ELEMENT_SIZE = {0: 4, 1: 8, 2: 8, 3: 4, 4: 1, 5: 2, 6: 2, 7: 1, 8: 1}  # by ScalarType code
 # (elements, bytes) per block of the block formats (blocks.py): qweight holds whole blocks.
-_BLOCKS = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+_BLOCKS = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+           "f16": (32, 64), "bf16": (32, 64)}
 
 
 @dataclass
