@@ -321,7 +321,8 @@ class Decoder(nn.Module):
         window_mask = mask
         if self.window:
             # Windowed layers also mask the keys W or more positions older than the query: one more
-            # [B, 1, T, L] mask per call, shared by those layers; their attention still runs over all L.
+            # [B, 1, T, L] mask per call, shared by those layers (kiln's fused attention skips the key
+            # blocks it hides).
             recent = cache_positions[None, None, :] > input_pos[:, :, None] - self.window
             window_mask = mask & recent[:, None]
         for layer, windowed in zip(self.layers, self.windowed):
