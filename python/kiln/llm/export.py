@@ -1,4 +1,4 @@
-"""`kiln llm export`: a GGUF decoder (architectures llama, qwen2, qwen3, phi3) -> one .kiln
+"""`kiln llm export`: a GGUF decoder (architectures llama, qwen2, qwen3, phi3, gemma2, gemma3) -> one .kiln
 program with its tokenizer, chat template and config (needs torch).
 
     export_gguf("model.gguf", "model.kiln")                  # default weights (below)
@@ -40,27 +40,31 @@ from .model import DecoderConfig, build_decoder
 # have which: llama.cpp's convert_hf_to_gguf.py (conversion/llama.py, qwen.py, phi.py). It writes
 # Mistral 7B as "llama"; it permutes attn_q/attn_k rows for "llama" only (its interleaved RoPE),
 # the others are stored in Hugging Face's order (llama.cpp runs them with NEOX RoPE).
+# Gemma 2 and 3 (conversion/gemma.py): the converter stores every RMSNorm weight as 1 + w (Gemma's norms
+# multiply by 1 + w), so the file's weights multiply as they are; it writes neither the query scale nor
+# the layer pattern, which llama.cpp derives (_gemma_features).
+_GEMMA = {"activation": "gelu_tanh", "post_norms": True}
 ARCHITECTURES = {
     "llama": {},                                            # Llama 1/2/3, Mistral 7B, SmolLM2
     "qwen2": {"attention_bias": True},                      # q/k/v biases
     "qwen3": {"qk_norm": True},                             # per-head RMSNorm of q and k before RoPE
     "phi3": {"fused_qkv": True, "fused_gate_up": True},    # attn_qkv; ffn_up holds gate then up
+    "gemma2": {**_GEMMA, "window_pattern": 2},              # + soft-capping; even layers windowed
+    "gemma3": {**_GEMMA, "window_pattern": 6, "qk_norm": True, "local_rope_theta": 10000.0},  # 5 local : 1 global
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 # Architectures kiln knows it does not read, and what it lacks for them.
 REFUSED_ARCHITECTURES = {
-    "gemma": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward",
-    "gemma2": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward, post-attention "
-              "and post-feed-forward norms, attention and final logit soft-capping, alternating sliding-window "
-              "layers",
-    "gemma3": "sqrt(dim)-scaled embeddings, (1 + w) RMSNorm weights, a GELU-tanh feed-forward, post-attention "
-              "and post-feed-forward norms, alternating sliding-window layers with their own RoPE base",
+    "gemma": "Gemma 1 (a GELU-tanh feed-forward, sqrt(dim)-scaled embeddings, norms stored as 1 + w, without "
+             "gemma2's post-norms and soft-capping): the decoder has these parts, but no test checks this "
+             "architecture against a reference yet",
 }
 DEFAULT_CONTEXT = 2048
 DEFAULT_MAX_TOKENS_PER_CALL = 128
 MAX_SLOTS = 64  # kiln.llm.BatchRunner rows; each slot is a KV cache region of `context` positions
 # Special tokens that end a model's turn when present in its vocabulary.
-END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
+GEMMA_END_OF_TURN = ("<end_of_turn>",)
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>") + GEMMA_END_OF_TURN
 
 CONFIG_KEY, TOKENIZER_KEY, CHAT_TEMPLATE_KEY = "kiln.llm.config", "kiln.llm.tokenizer", "kiln.llm.chat_template"
 
@@ -69,6 +73,7 @@ _GGUF_TO_OURS = {
     "attn_v": "attention.wv", "attn_output": "attention.wo", "attn_qkv": "attention.wqkv",
     "attn_q_norm": "attention.q_norm", "attn_k_norm": "attention.k_norm",
     "ffn_norm": "ffn_norm", "ffn_gate": "w_gate", "ffn_up": "w_up", "ffn_down": "w_down",
+    "post_attention_norm": "post_attention_norm", "post_ffw_norm": "post_ffn_norm",
 }
 _FIXED = {"token_embd.weight": "tok_embeddings.weight", "output_norm.weight": "norm.weight",
           "output.weight": "output.weight"}
@@ -133,10 +138,12 @@ def _rope_scale(g: GgufFile, arch: str) -> float:
     elif kind in ("none", None):
         # Files of before rope.scaling.type said linear scaling with rope.scale_linear (llama.cpp reads it).
         factor = _meta(g, f"{arch}.rope.scale_linear", float) if f"{arch}.rope.scale_linear" in g.metadata else 1.0
+    elif kind == "yarn":
+        return 1.0  # _yarn reads it
     else:
         raise NotSupported(f"'{g.path}': RoPE scaling {arch}.rope.scaling.type = {kind!r} is not supported "
-                           "(kiln reads 'linear' and Llama 3's rope_freqs factors; YaRN and LongRoPE also "
-                           "scale the attention, which kiln's decoder does not)")
+                           "(kiln reads 'linear', 'yarn' and Llama 3's rope_freqs factors; LongRoPE switches "
+                           "factors by sequence length, which kiln's decoder does not)")
     if not np.isfinite(factor) or not 1e-6 <= factor <= 1e6:
         raise ExportError(f"'{g.path}': RoPE scaling factor {factor!r} is out of range")
     attn_factor = g.metadata.get(f"{arch}.rope.scaling.attn_factor", 1.0)
@@ -144,6 +151,34 @@ def _rope_scale(g: GgufFile, arch: str) -> float:
         raise NotSupported(f"'{g.path}': {arch}.rope.scaling.attn_factor = {attn_factor!r} (an attention scale "
                            "of YaRN or LongRoPE) is not supported")
     return factor
+
+
+def _yarn(g: GgufFile, arch: str, context_length: int) -> tuple | None:
+    """YaRN's (factor, original context, beta_fast, beta_slow) when rope.scaling.type is 'yarn'
+    (Qwen2.5's long-context files), as llama.cpp reads them: the original context defaults to the
+    trained one, the betas to 32 and 1. The variants that change YaRN's attention scale or its
+    ramp (DeepSeek's log multiplier, an ext_factor or attn_factor of their own) are NotSupported."""
+    if g.metadata.get(f"{arch}.rope.scaling.type") != "yarn":
+        return None
+    for key, neutral in (("yarn_log_multiplier", 0.0), ("yarn_ext_factor", 1.0), ("yarn_attn_factor", 1.0)):
+        full = f"{arch}.rope.scaling.{key}"
+        if full in g.metadata and g.metadata[full] != neutral:
+            raise NotSupported(f"'{g.path}': {full} = {g.metadata[full]!r} is not supported (kiln reads YaRN with "
+                               "its own attention scale 0.1 ln(factor) + 1)")
+    factor_key, original_key = f"{arch}.rope.scaling.factor", f"{arch}.rope.scaling.original_context_length"
+    if factor_key not in g.metadata:
+        raise ExportError(f"'{g.path}': {arch}.rope.scaling.type is 'yarn' but there is no {factor_key}")
+    factor = _meta(g, factor_key, float)
+    original = _meta(g, original_key) if original_key in g.metadata else context_length
+    beta_fast = _meta(g, f"{arch}.rope.scaling.yarn_beta_fast", float) \
+        if f"{arch}.rope.scaling.yarn_beta_fast" in g.metadata else 32.0
+    beta_slow = _meta(g, f"{arch}.rope.scaling.yarn_beta_slow", float) \
+        if f"{arch}.rope.scaling.yarn_beta_slow" in g.metadata else 1.0
+    if not (np.isfinite(factor) and 1.0 <= factor <= 1e6 and 1 <= original <= 1 << 30
+            and np.isfinite(beta_fast) and np.isfinite(beta_slow) and 0 < beta_slow < beta_fast <= 1e6):
+        raise ExportError(f"'{g.path}': YaRN parameters out of range (factor {factor!r}, original context "
+                          f"{original}, betas {beta_fast!r}, {beta_slow!r})")
+    return (factor, original, beta_fast, beta_slow)
 
 
 def _rope_freq_factors(g: GgufFile, head_dim: int) -> tuple | None:
@@ -168,17 +203,52 @@ def _rope_freq_factors(g: GgufFile, head_dim: int) -> tuple | None:
 
 def sliding_window(g: GgufFile) -> int:
     """The file's attention window (0: none). llama.cpp's converter writes it for Phi-3
-    (0 for Phi-4) and not for Mistral 7B, whose "llama" file llama.cpp runs with full attention."""
+    (0 for Phi-4), Gemma 2 and 3, and not for Mistral 7B, whose "llama" file llama.cpp runs with
+    full attention. A Gemma 2 file without it has Gemma 2's 4096 (llama.cpp's default)."""
     arch = g.metadata.get("general.architecture")
     key = f"{arch}.attention.sliding_window"
-    return _meta(g, key) if key in g.metadata else 0
+    if key not in g.metadata:
+        return 4096 if arch == "gemma2" else 0
+    window = _meta(g, key)
+    if not 0 <= window <= 1 << 30:
+        raise ExportError(f"'{g.path}': {key} = {window} is out of range")
+    return window
+
+
+# llama.cpp's Gemma 2 and 3 model sizes by block count whose query scale is 1 / sqrt(dim / heads)
+# (query_pre_attn_scalar, which the converter does not write): the 27B models'. Every other size
+# scales by 1 / sqrt(head size).
+_GEMMA_27B_BLOCKS = {"gemma2": 46, "gemma3": 62}
+
+
+def _gemma_features(g: GgufFile, cfg: DecoderConfig) -> dict:
+    """The DecoderConfig fields of a gemma2/gemma3 file that its metadata decides."""
+    arch = cfg.architecture
+    features = {"embedding_scale": float(np.float32(np.sqrt(cfg.dim))),  # HF's float32 tensor(dim ** 0.5)
+                "sliding_window": sliding_window(g)}
+    if cfg.n_layers == _GEMMA_27B_BLOCKS[arch]:
+        features["query_scale"] = float(1.0 / np.sqrt(cfg.dim // cfg.n_heads))
+    else:
+        features["query_scale"] = float(1.0 / np.sqrt(cfg.head_dim))
+    pattern_key = f"{arch}.attention.sliding_window_pattern"
+    if pattern_key in g.metadata and g.metadata[pattern_key] != cfg.window_pattern:
+        raise NotSupported(f"'{g.path}': {pattern_key} = {g.metadata[pattern_key]!r} is not supported (kiln reads "
+                           f"{arch}'s fixed pattern, every {cfg.window_pattern}th layer global)")
+    for key, field_name in ((f"{arch}.attn_logit_softcapping", "attn_softcap"),
+                            (f"{arch}.final_logit_softcapping", "final_softcap")):
+        if key in g.metadata:
+            cap = _meta(g, key, float)
+            if not (cap == 0 or (np.isfinite(cap) and 1e-3 <= cap <= 1e6)):
+                raise ExportError(f"'{g.path}': {key} = {cap!r} is out of range")
+            features[field_name] = cap
+    return features
 
 
 def config_from_gguf(g: GgufFile) -> DecoderConfig:
     arch = g.metadata.get("general.architecture")
     if arch in REFUSED_ARCHITECTURES:
         raise NotSupported(f"'{g.path}' holds a model of architecture {arch!r}, which kiln llm export does not "
-                           f"read: it would need {REFUSED_ARCHITECTURES[arch]} (kiln reads "
+                           f"read: {REFUSED_ARCHITECTURES[arch]} (kiln reads "
                            f"{', '.join(SUPPORTED_ARCHITECTURES)})")
     if arch not in ARCHITECTURES:
         raise NotSupported(f"'{g.path}' holds a model of architecture {arch!r}; kiln llm export supports "
@@ -221,10 +291,15 @@ def config_from_gguf(g: GgufFile) -> DecoderConfig:
     if rope_dims != cfg.head_dim:
         raise NotSupported(f"'{g.path}': partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) "
                            "are not supported")
-    for key in (f"{arch}.attn_logit_softcapping", f"{arch}.final_logit_softcapping"):
-        if g.metadata.get(key, 0.0) not in (0, 0.0):
-            raise NotSupported(f"'{g.path}': {key} = {g.metadata[key]!r} (logit soft-capping) is not supported")
-    return dataclasses.replace(cfg, rope_scale=_rope_scale(g, arch),
+    if arch in ("gemma2", "gemma3"):
+        cfg = dataclasses.replace(cfg, **_gemma_features(g, cfg))
+    else:
+        for key in (f"{arch}.attn_logit_softcapping", f"{arch}.final_logit_softcapping"):
+            if g.metadata.get(key, 0.0) not in (0, 0.0):
+                raise NotSupported(f"'{g.path}': {key} = {g.metadata[key]!r} (logit soft-capping) is not supported "
+                                   "for this architecture (kiln reads it in gemma2 files)")
+        cfg = dataclasses.replace(cfg, sliding_window=sliding_window(g))
+    return dataclasses.replace(cfg, rope_scale=_rope_scale(g, arch), yarn=_yarn(g, arch, cfg.context_length),
                                rope_freq_factors=_rope_freq_factors(g, cfg.head_dim))
 
 
@@ -242,6 +317,9 @@ def _layer_tensors(cfg: DecoderConfig):
         yield "attn_q_norm.weight", (hd,)
         yield "attn_k_norm.weight", (hd,)
     yield "attn_output.weight", (dim, q)
+    if cfg.post_norms:
+        yield "post_attention_norm.weight", (dim,)
+        yield "post_ffw_norm.weight", (dim,)
     yield "ffn_norm.weight", (dim,)
     if cfg.fused_gate_up:
         yield "ffn_up.weight", (2 * hidden, dim)
@@ -311,7 +389,8 @@ def state_from_gguf(g: GgufFile, cfg: DecoderConfig) -> dict:
             if name == "rope_freqs.weight" or name.endswith(".attn_rot_embd"):
                 continue  # rotary tables: config_from_gguf read the factors, kiln computes its own tables
             raise NotSupported(f"'{g.path}': tensor '{name}' has no place in a {cfg.architecture} model as kiln "
-                               f"reads it (attention biases: qwen2; q/k norms: qwen3; fused attn_qkv: phi3)")
+                               f"reads it (attention biases: qwen2; q/k norms: qwen3, gemma3; fused attn_qkv: phi3; "
+                               "post-norms: gemma2, gemma3)")
         if ours.startswith("layers.") and int(ours.split(".")[1]) >= cfg.n_layers:
             continue
         w = g.dequantize(name)
@@ -444,9 +523,11 @@ def export_program(model, out_path, *, max_tokens_per_call: int, context: int, m
 
 
 def _rope_scaling_summary(cfg: DecoderConfig) -> str:
-    """What the program's rotary frequencies are scaled by: "none", "linear 4.0", "rope_freqs" (Llama 3)."""
+    """What the program's rotary frequencies are scaled by: "none", "linear 4", "rope_freqs" (Llama 3),
+    "yarn 4 of 32768" (factor, original context)."""
     parts = ([f"linear {cfg.rope_scale:g}"] if cfg.rope_scale != 1.0 else []) + \
-        (["rope_freqs"] if cfg.rope_freq_factors is not None else [])
+        (["rope_freqs"] if cfg.rope_freq_factors is not None else []) + \
+        ([f"yarn {cfg.yarn[0]:g} of {cfg.yarn[1]}"] if cfg.yarn is not None else [])
     return " + ".join(parts) or "none"
 
 
@@ -490,15 +571,15 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     if context > cfg.context_length:
         notes.append(f"context {context} exceeds the model's own {cfg.context_length}: using {cfg.context_length}")
         context = cfg.context_length
-    window = sliding_window(g)
-    if window:
+    window = cfg.sliding_window
+    windowed_layers = sum(cfg.windowed(i) for i in range(cfg.n_layers))
+    if window and context <= window:
         # A query at position p sees the positions p - window + 1 .. p (Hugging Face's and
         # llama.cpp's window): with at most `window` positions cached that is all of 0 .. p.
-        if context > window:
-            raise NotSupported(f"'{gguf_path}': {cfg.architecture}.attention.sliding_window = {window}: kiln's "
-                               f"attention is full, which equals a sliding window only for a context of at most "
-                               f"{window} positions (give --context {window} or less, not {context})")
         notes.append(f"sliding window {window} >= context {context}: full attention is exact")
+    elif window:
+        notes.append(f"sliding window {window} on {windowed_layers} of {cfg.n_layers} layers: their attention "
+                     f"masks keys {window} or more positions older than the query")
     chunk = min(max_tokens_per_call, context - 1)
 
     model = build_decoder(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots,
@@ -507,6 +588,11 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
     notes += weight_notes
 
     special = {tokenizer.id_to_token(i): i for i in tokenizer.special_ids}
+    # Gemma files may store <end_of_turn> as a user-defined piece, not a control one: llama.cpp
+    # makes it its end-of-turn token whatever its type, and so does kiln.
+    for name in GEMMA_END_OF_TURN:
+        if tokenizer.token_to_id(name) >= 0:
+            special[name] = tokenizer.token_to_id(name)
     stop_ids = sorted({i for name, i in special.items() if name in END_OF_TURN_TOKENS} |
                       ({tokenizer.eos_id} if tokenizer.eos_id >= 0 else set()))
     add_bos = g.metadata.get("tokenizer.ggml.add_bos_token", False) is True and tokenizer.bos_id >= 0
@@ -521,6 +607,10 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         "trained_context_length": cfg.context_length, "source": os.path.basename(gguf_path),
         "head_dim": cfg.head_dim, "attention_bias": cfg.attention_bias, "qk_norm": cfg.qk_norm,
         "rope_scaling": _rope_scaling_summary(cfg), "sliding_window": window,
+        "windowed_layers": windowed_layers if window else 0, "activation": cfg.activation,
+        "post_norms": cfg.post_norms, "embedding_scale": cfg.embedding_scale,
+        "query_scale": float(cfg.query_scale or 1.0 / np.sqrt(cfg.head_dim)), "attn_softcap": cfg.attn_softcap,
+        "final_softcap": cfg.final_softcap, "local_rope_theta": cfg.local_rope_theta,
     }
     metadata = {CONFIG_KEY: json.dumps(config), TOKENIZER_KEY: tokenizer.to_json()}
     template = g.metadata.get("tokenizer.chat_template")

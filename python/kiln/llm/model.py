@@ -3,8 +3,12 @@ architecture kiln reads (kiln.llm.export): RMSNorm, rotary attention with
 grouped-query KV heads and a static KV cache updated in place, SwiGLU, tied or
 separate output projection; optionally q/k/v biases (Qwen2), a per-head RMSNorm of
 q and k before the rotary embedding (Qwen3), a head size that is not dim / n_heads,
-fused q/k/v and gate/up projections (Phi-3), and scaled rotary frequencies (linear
-scaling, Llama 3's per-frequency factors).
+fused q/k/v and gate/up projections (Phi-3), scaled rotary frequencies (linear
+scaling, Llama 3's per-frequency factors, YaRN), sliding-window attention on all layers
+(Mistral, Phi-3) or on a pattern of them with their own rotary base (Gemma 2 and 3),
+and Gemma's parts: embeddings scaled by sqrt(dim), a GELU-tanh feed-forward,
+post-attention and post-feed-forward norms, a query scale of its own, and tanh
+soft-capping of the attention scores and of the logits.
 
     forward(tokens i64[B, T], input_pos i64[B, T], slots i64[B], cache_positions i64[L]) -> logits
 
@@ -16,7 +20,8 @@ updates). Attention reads the first L positions of each row's region, L =
 len(cache_positions) (callers pass arange(L), L = the largest last position + 1).
 A query at position p sees positions 0..p of its own region, so positions not
 written yet, and the positions past a shorter row's end, are masked whatever they
-hold; B, T and L can be exported as dynamic dimensions.
+hold; in a layer with a sliding window W it sees p - W + 1..p only (Hugging Face's and
+llama.cpp's window). B, T and L can be exported as dynamic dimensions.
 
 Each layer's cache is one matrix of rows of head_dim values, row
 (slot * n_kv_heads + kv_head) * capacity + position, so writing the new tokens is
@@ -36,6 +41,7 @@ architectures' files are stored in this order already.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -64,13 +70,49 @@ class DecoderConfig:
     fused_gate_up: bool = False          # one projection w_gate_up whose rows are gate, up (Phi-3)
     rope_scale: float = 1.0              # linear RoPE scaling: every inverse frequency divided by it
     rope_freq_factors: tuple | None = None  # per-frequency divisors of the inverse frequencies (Llama 3)
+    yarn: tuple | None = None            # YaRN's (factor, original context, beta_fast, beta_slow) (Qwen2.5)
+    sliding_window: int = 0              # keys older than this many positions are masked in windowed layers
+    window_pattern: int = 0              # 0: every layer is windowed; n: all but every n-th (layer i with
+                                         # (i + 1) % n == 0 sees everything: Gemma 2's 2, Gemma 3's 6)
+    local_rope_theta: float = 0.0        # windowed layers' own RoPE base, unscaled (Gemma 3); 0: the global one
+    activation: str = "silu"             # the gated feed-forward's: "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
+    embedding_scale: float = 1.0         # the token embeddings are multiplied by it (Gemma: sqrt(dim))
+    post_norms: bool = False             # RMSNorm of the attention's and the feed-forward's outputs (Gemma 2, 3)
+    query_scale: float = 0.0             # the attention's score scale; 0: 1 / sqrt(head_dim)
+    attn_softcap: float = 0.0            # scores -> tanh(scores / cap) * cap before the mask (Gemma 2); 0: none
+    final_softcap: float = 0.0           # the same for the logits
 
     @property
     def head_dim(self) -> int:
         return self.key_length or self.dim // self.n_heads
 
+    def windowed(self, layer: int) -> bool:
+        """Whether layer `layer` attends through the sliding window."""
+        if not self.sliding_window:
+            return False
+        return self.window_pattern == 0 or (layer + 1) % self.window_pattern != 0
+
 
 LlamaConfig = DecoderConfig  # the name of the days when it was Llama only
+
+
+def _yarn_frequencies(inv_freq: torch.Tensor, theta: float, head_dim: int, factor: float, original: int,
+                      beta_fast: float, beta_slow: float):
+    """YaRN (Peng et al. 2023) as Hugging Face's "yarn" rope type and llama.cpp compute it: frequencies
+    that turn fewer than beta_slow times over the original context are divided by `factor`, those
+    that turn more than beta_fast times are kept, a linear ramp between (over whole dimensions: the
+    bounds rounded outwards); cos and sin are multiplied by 0.1 ln(factor) + 1, which scales every
+    attention score by its square."""
+    def dimension(rotations: float) -> float:
+        return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = max(math.floor(dimension(beta_fast)), 0), min(math.ceil(dimension(beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64, device="cpu") - low) / (high - low)).clamp(0, 1)
+    kept = 1 - ramp  # the share of the unscaled frequency
+    inv_freq = inv_freq / factor * (1 - kept) + inv_freq * kept
+    return inv_freq, (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
 
 
 class RMSNorm(nn.Module):
@@ -92,6 +134,8 @@ class Attention(nn.Module):
     def __init__(self, cfg: DecoderConfig, capacity: int, slots: int, cache_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.scale = cfg.query_scale or None  # None: scaled_dot_product_attention's 1 / sqrt(head_dim)
+        self.softcap = cfg.attn_softcap
         q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         self.split = (q_rows, kv_rows, kv_rows)
         if cfg.fused_qkv:
@@ -142,8 +186,22 @@ class Attention(nn.Module):
         keys = keys.reshape(b, self.n_heads, used, self.head_dim)
         values = values.reshape(b, self.n_heads, used, self.head_dim)
 
-        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        if self.softcap:
+            y = self._softcapped_attention(q, keys, values, mask)
+        else:
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale)
         return self.wo(y.transpose(1, 2).reshape(b, -1, self.n_heads * self.head_dim))
+
+
+    def _softcapped_attention(self, q, keys, values, mask):
+        """Attention with Gemma 2's tanh soft-capping of the scores, which scaled_dot_product_attention
+        cannot express: spelled out as Hugging Face's eager attention computes it. Every row sees
+        at least its own position, so no row of the softmax is all -inf."""
+        scale = self.scale if self.scale is not None else self.head_dim ** -0.5
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * scale
+        scores = torch.tanh(scores / self.softcap) * self.softcap
+        scores = torch.where(mask, scores, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1), values)
 
 
 class Block(nn.Module):
@@ -152,6 +210,12 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.attention = Attention(cfg, capacity, slots, cache_dtype)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        if cfg.post_norms:
+            self.post_attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+            self.post_ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        if cfg.activation not in ("silu", "gelu_tanh"):
+            raise ValueError(f"activation {cfg.activation!r} is not silu or gelu_tanh")
+        self.activation = cfg.activation
         self.hidden_dim = cfg.hidden_dim
         if cfg.fused_gate_up:
             self.w_gate_up = nn.Linear(cfg.dim, 2 * cfg.hidden_dim, bias=False)
@@ -161,13 +225,20 @@ class Block(nn.Module):
         self.w_down = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
 
     def forward(self, x, cos, sin, write_rows, read_rows, mask, used: int):
-        x = x + self.attention(self.attention_norm(x), cos, sin, write_rows, read_rows, mask, used)
+        h = self.attention(self.attention_norm(x), cos, sin, write_rows, read_rows, mask, used)
+        if hasattr(self, "post_attention_norm"):
+            h = self.post_attention_norm(h)
+        x = x + h
         h = self.ffn_norm(x)
         if hasattr(self, "w_gate_up"):
             gate, up = self.w_gate_up(h).split(self.hidden_dim, dim=-1)
         else:
             gate, up = self.w_gate(h), self.w_up(h)
-        return x + self.w_down(F.silu(gate) * up)
+        gate = F.silu(gate) if self.activation == "silu" else F.gelu(gate, approximate="tanh")
+        h = self.w_down(gate * up)
+        if hasattr(self, "post_ffn_norm"):
+            h = self.post_ffn_norm(h)
+        return x + h
 
 
 class Decoder(nn.Module):
@@ -193,17 +264,34 @@ class Decoder(nn.Module):
         if not cfg.tied_embeddings:
             self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
 
-        # HF rotary tables: angle(pos, i) = pos * theta^(-2i/Dh) / (rope_scale * factor_i), the halves
-        # duplicated (llama.cpp divides by its rope_freqs factors the same way).
-        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64,
-                                                          device="cpu") / cfg.head_dim))
-        inv_freq = inv_freq / cfg.rope_scale
-        if cfg.rope_freq_factors is not None:
-            inv_freq = inv_freq / torch.tensor(cfg.rope_freq_factors, dtype=torch.float64, device="cpu")
+        self.windowed = [cfg.windowed(i) for i in range(cfg.n_layers)]
+        # A window as long as the cache masks nothing: such layers take the full mask (and the fast path).
+        self.window = cfg.sliding_window if cfg.sliding_window and cfg.sliding_window < capacity else 0
+        cos, sin = self._rope_tables(cfg, capacity, cfg.rope_theta, scaled=True)
+        self.register_buffer("rope_cos", cos, persistent=False)   # [capacity, Dh]
+        self.register_buffer("rope_sin", sin, persistent=False)
+        if cfg.local_rope_theta and any(self.windowed):
+            cos, sin = self._rope_tables(cfg, capacity, cfg.local_rope_theta, scaled=False)
+            self.register_buffer("local_rope_cos", cos, persistent=False)
+            self.register_buffer("local_rope_sin", sin, persistent=False)
+
+    @staticmethod
+    def _rope_tables(cfg: DecoderConfig, capacity: int, theta: float, scaled: bool):
+        """HF rotary tables: angle(pos, i) = pos * theta^(-2i/Dh) / (rope_scale * factor_i), the halves
+        duplicated (llama.cpp divides by its rope_freqs factors the same way); unscaled for Gemma 3's
+        local layers."""
+        inv_freq = 1.0 / (theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64,
+                                                 device="cpu") / cfg.head_dim))
+        attention_factor = 1.0
+        if scaled:
+            inv_freq = inv_freq / cfg.rope_scale
+            if cfg.rope_freq_factors is not None:
+                inv_freq = inv_freq / torch.tensor(cfg.rope_freq_factors, dtype=torch.float64, device="cpu")
+            if cfg.yarn is not None:
+                inv_freq, attention_factor = _yarn_frequencies(inv_freq, theta, cfg.head_dim, *cfg.yarn)
         angles = torch.outer(torch.arange(capacity, dtype=torch.float64, device="cpu"), inv_freq)
         angles = torch.cat((angles, angles), dim=-1)
-        self.register_buffer("rope_cos", angles.cos().float(), persistent=False)   # [capacity, Dh]
-        self.register_buffer("rope_sin", angles.sin().float(), persistent=False)
+        return (angles.cos() * attention_factor).float(), (angles.sin() * attention_factor).float()
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, slots: torch.Tensor | None = None,
                 cache_positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -215,7 +303,12 @@ class Decoder(nn.Module):
             cache_positions = torch.arange(self.capacity, device=tokens.device)
         used = cache_positions.shape[0]
         x = self.tok_embeddings(tokens)
+        if self.cfg.embedding_scale != 1.0:
+            x = x * self.cfg.embedding_scale  # in x's dtype, as Hugging Face and llama.cpp scale them
         cos, sin = self.rope_cos[input_pos][:, None], self.rope_sin[input_pos][:, None]  # [B, 1, T, Dh]
+        local_cos, local_sin = cos, sin
+        if hasattr(self, "local_rope_cos"):
+            local_cos, local_sin = self.local_rope_cos[input_pos][:, None], self.local_rope_sin[input_pos][:, None]
         # Cache rows (module docstring): region (slot, kv head) starts at row
         # (slot * n_kv_heads + kv_head) * capacity.
         kv_heads = torch.arange(self.cfg.n_kv_heads, device=tokens.device)
@@ -225,11 +318,27 @@ class Decoder(nn.Module):
         # Query at position p sees positions 0..p of its region: causal within the new
         # tokens, and positions not written yet (> p) are masked whatever they hold.
         mask = (cache_positions[None, None, :] <= input_pos[:, :, None])[:, None]          # [B, 1, T, L]
-        for layer in self.layers:
-            x = layer(x, cos, sin, write_rows, read_rows, mask, used)
+        window_mask = mask
+        if self.window:
+            # Windowed layers also mask the keys W or more positions older than the query: one more
+            # [B, 1, T, L] mask per call, shared by those layers (kiln's fused attention skips the key
+            # blocks it hides).
+            recent = cache_positions[None, None, :] > input_pos[:, :, None] - self.window
+            window_mask = mask & recent[:, None]
+        for layer, windowed in zip(self.layers, self.windowed):
+            if windowed:
+                x = layer(x, local_cos, local_sin, write_rows, read_rows, window_mask, used)
+            else:
+                x = layer(x, cos, sin, write_rows, read_rows, mask, used)
         if self.last_logits_only:
             x = x[:, -1:]
         x = self.norm(x)
+        logits = self._project(x)
+        if self.cfg.final_softcap:
+            logits = torch.tanh(logits / self.cfg.final_softcap) * self.cfg.final_softcap
+        return logits
+
+    def _project(self, x: torch.Tensor) -> torch.Tensor:
         if not self.cfg.tied_embeddings:
             return self.output(x)
         embedding = self.tok_embeddings
