@@ -32,7 +32,8 @@ for f in "${build_tests[@]}"; do shared_pass_ignores+=(--ignore="$f"); done
 if [ "${KILN_TEST_TIER:-}" != full ]; then
   for f in tests/test_llm_batch.py tests/test_serve.py tests/test_llm.py tests/test_quantized.py \
            tests/test_llm_files.py tests/test_llm_tokenizer.py tests/test_state.py tests/test_corrupt_files.py \
-           tests/test_hostile_sizes_and_state.py tests/test_buffers_and_files.py tests/test_program_metadata.py; do
+           tests/test_hostile_sizes_and_state.py tests/test_buffers_and_files.py tests/test_program_metadata.py \
+           tests/test_llm_architectures.py; do
     shared_pass_ignores+=(--ignore="$f")
   done
 fi

@@ -34,7 +34,8 @@ else
          tests/test_registry.py tests/test_kernel_tiers.py tests/test_missing_kernel.py tests/test_models.py
          tests/test_state.py tests/test_threads.py tests/test_buffers_and_files.py tests/test_corrupt_files.py
          tests/test_hostile_sizes_and_state.py tests/test_program_metadata.py tests/test_quantized.py
-         tests/test_llm.py tests/test_llm_tokenizer.py tests/test_llm_files.py tests/test_first_hour.py)
+         tests/test_llm.py tests/test_llm_tokenizer.py tests/test_llm_files.py tests/test_first_hour.py
+         tests/test_llm_architectures.py)
 fi
 # A base directory of its own: this pass runs beside the shared one (scripts/test.sh).
 "$venv/bin/python" -m pytest "${tests[@]}" --basetemp="${TMPDIR:-/tmp}/kiln-static-pytest" "$@"
