@@ -9,6 +9,7 @@
 #include "kiln/thread_pool.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -299,6 +300,14 @@ int worker_index() noexcept { return t_worker_index; }
 namespace internal {
 
 uint64_t now_ns() noexcept {
+  if (t_virtual_workers > 0) {
+    // Every chunk runs on this thread: its CPU time is the one clock they share, and it stands
+    // still while another process has the core (a shared machine's time slices stay out).
+    timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+  }
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());

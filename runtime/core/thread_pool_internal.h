@@ -6,7 +6,8 @@
 
 namespace kiln::internal {
 
-// Steady-clock nanoseconds (the profiler's clock).
+// Steady-clock nanoseconds (the profiler's clock); under VirtualWorkers, the
+// calling thread's CPU time instead.
 uint64_t now_ns() noexcept;
 
 // One chunk of a parallel_for: [begin, end) of its range [0, n), run by pool
@@ -38,7 +39,8 @@ ChunkObserver* observe_chunks(ChunkObserver* observer) noexcept;
 // While one exists on a thread, num_threads() there answers `workers` and its
 // parallel_for calls split their range as the pool would for that many threads
 // (the same chunk sizes), but run every chunk on this thread, one after the
-// other: the profiler's thread-scaling simulation (docs/profiling.md). Kernels
+// other: the profiler's thread-scaling simulation (docs/profiling.md); now_ns()
+// reads the thread's CPU clock meanwhile. Kernels
 // see `workers` threads while only worker_index() 0 runs, so the per-worker
 // scratch planned for the real pool stays enough. Nests; the innermost wins.
 class VirtualWorkers {

@@ -50,8 +50,10 @@ struct ProfiledCall {
 // profiled call runs on virtual workers: kernels see num_threads() == N and
 // every parallel_for splits its range as the pool would for N threads, but
 // all chunks run one after another on the calling thread, each recorded; this
-// predicts scaling beyond the machine's cores (docs/profiling.md). Calls
-// without a Profile never read it. Each profiled
+// predicts scaling beyond the machine's cores (docs/profiling.md). The times
+// of such a call are the calling thread's CPU time, not the steady clock, so
+// that other processes' time slices stay out of its chunks. Calls without a
+// Profile never read it. Each profiled
 // call appends to the same Profile; clear() starts over. Profiling allocates
 // while it records; with no Profile a call costs what it always did.
 class KILN_API Profile {
