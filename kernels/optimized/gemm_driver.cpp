@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
+#include <limits>
 #include <string>
 
 #include "common/shape_math.h"
@@ -50,9 +50,14 @@ BatchOffsets batch_offsets(const GemmBatches& g, int64_t index) {
 }
 
 // How the problem is cut into tasks: each batch into mt row ranges times nt
-// panel ranges. Splitting columns first gives each thread its own part of B
-// (its own share of the weights to stream, its own B blocks to pack), when
-// there are enough panels for equal shares.
+// panel ranges, and the pool gives each thread ceil(tasks / threads)
+// consecutive tasks. The cut keeps the slowest thread's tiles (strips x panels
+// of its tasks) near the least any cut allows; among cuts within an eighth of
+// that, the fewest row ranges win, then the fewest tasks: splitting columns
+// gives each thread its own part of B (its share of the weights to stream, its
+// own B blocks to pack). Both at once where one alone leaves threads idle: 128
+// rows x 384 columns on 16 threads is 2 x 8 tasks of 11 strips x 3 panels,
+// where rows alone would make 11 tasks of 2 strips x 24 panels.
 struct Split {
   int64_t mt = 1, nt = 1;
   int64_t rows = 0, panels = 0;  // per task
@@ -60,22 +65,37 @@ struct Split {
 
 Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches) {
   const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
-  Split s;
   const int64_t threads = num_threads();
-  int64_t want = 1;  // tasks per batch
-  if (threads > 1 && worth_threads(kr, p, batches) && batches < 4 * threads) {
-    // Enough tasks that every thread gets the same number of equal ones.
-    want = threads / std::gcd(batches, threads);
-  }
-  // Columns first, unless a few panels do not share evenly (a pointwise convolution to 40 or 96
-  // channels, run transposed: 2 or 3 panels, the last one partial) and there are rows to share.
-  const bool even_columns = panels >= 4 * want || (panels % want == 0 && p.n % kr.nr == 0);
-  s.nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
-  s.mt = std::min(ceil_div(want, s.nt), strips);
-  s.panels = ceil_div(panels, s.nt);
-  s.rows = ceil_div(strips, s.mt) * kr.mr;
-  s.nt = ceil_div(panels, s.panels);
-  s.mt = ceil_div(p.m, s.rows);
+  Split s;
+  s.rows = strips * kr.mr, s.panels = panels;
+  if (threads <= 1 || !worth_threads(kr, p, batches) || batches >= 4 * threads) return s;
+  // The distinct cuts with at most 4 tasks per thread: a range count whose ranges are no shorter
+  // than those of one range fewer is the same cut with an empty range, and is skipped.
+  struct Cut {
+    int64_t mt, nt, strips, panels, cost;
+  };
+  auto for_each_cut = [&](auto&& visit) {
+    for (int64_t nt = 1; nt <= std::min(panels, 2 * threads); ++nt) {
+      const int64_t pp = ceil_div(panels, nt);
+      if (ceil_div(panels, pp) != nt) continue;
+      for (int64_t mt = 1; mt <= std::min(strips, 2 * threads) && batches * mt * nt <= 4 * threads; ++mt) {
+        const int64_t sp = ceil_div(strips, mt);
+        if (ceil_div(strips, sp) != mt) continue;
+        visit(Cut{mt, nt, sp, pp, ceil_div(batches * mt * nt, threads) * sp * pp});
+      }
+    }
+  };
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for_each_cut([&](const Cut& c) { least = std::min(least, c.cost); });
+  Cut chosen{1, 1, strips, panels, least};
+  bool found = false;
+  for_each_cut([&](const Cut& c) {
+    if (8 * c.cost > 9 * least) return;
+    if (!found || c.mt < chosen.mt || (c.mt == chosen.mt && c.mt * c.nt < chosen.mt * chosen.nt)) chosen = c;
+    found = true;
+  });
+  s.mt = chosen.mt, s.nt = chosen.nt;
+  s.rows = chosen.strips * kr.mr, s.panels = chosen.panels;
   return s;
 }
 
