@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "common/shape_math.h"
@@ -50,52 +51,80 @@ BatchOffsets batch_offsets(const GemmBatches& g, int64_t index) {
 }
 
 // How the problem is cut into tasks: each batch into mt row ranges times nt
-// panel ranges, and the pool gives each thread ceil(tasks / threads)
-// consecutive tasks. The cut keeps the slowest thread's tiles (strips x panels
-// of its tasks) near the least any cut allows; among cuts within an eighth of
-// that, the fewest row ranges win, then the fewest tasks: splitting columns
-// gives each thread its own part of B (its share of the weights to stream, its
-// own B blocks to pack). Both at once where one alone leaves threads idle: 128
-// rows x 384 columns on 16 threads is 2 x 8 tasks of 11 strips x 3 panels,
-// where rows alone would make 11 tasks of 2 strips x 24 panels.
+// panel ranges; the pool gives each thread ceil(tasks / threads) consecutive
+// tasks. First choice, as before: equal tasks, column panels first (each thread
+// streams or packs its own part of B), rows when a few panels do not share
+// evenly. That cut is kept unless the slowest thread's share of rows x columns
+// is more than an eighth above what the best cut gives, as when rows alone
+// leave threads idle (MiniLM's 128 x 384 linears on 16 threads: 11 tasks of 2
+// row strips; the best cut is 2 x 8 tasks of 11 strips x 3 panels).
 struct Split {
   int64_t mt = 1, nt = 1;
   int64_t rows = 0, panels = 0;  // per task
 };
 
-Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches) {
+struct Cut {
+  int64_t mt = 1, nt = 1, tasks = 1, cost = 0;
+};
+
+// The cut into (at most) mt x nt ranges per batch, with the slowest thread's share of rows x columns.
+Cut cut_of(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches, int64_t threads, int64_t mt, int64_t nt) {
   const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
-  const int64_t threads = num_threads();
-  Split s;
-  s.rows = strips * kr.mr, s.panels = panels;
-  if (threads <= 1 || !worth_threads(kr, p, batches) || batches >= 4 * threads) return s;
-  // The distinct cuts with at most 4 tasks per thread: a range count whose ranges are no shorter
-  // than those of one range fewer is the same cut with an empty range, and is skipped.
-  struct Cut {
-    int64_t mt, nt, strips, panels, cost;
-  };
+  const int64_t sp = ceil_div(strips, mt), pp = ceil_div(panels, nt);
+  Cut c;
+  c.mt = ceil_div(strips, sp), c.nt = ceil_div(panels, pp), c.tasks = batches * c.mt * c.nt;
+  c.cost = ceil_div(c.tasks, threads) * std::min(sp * kr.mr, p.m) * std::min(pp * kr.nr, p.n);
+  return c;
+}
+
+// The cut with the least cost and then, within an eighth of it and giving as many threads work,
+// the fewest row ranges and tasks. At most 2 x threads ranges either way, 4 x threads tasks.
+Cut best_cut(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches, int64_t threads) {
+  const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
   auto for_each_cut = [&](auto&& visit) {
     for (int64_t nt = 1; nt <= std::min(panels, 2 * threads); ++nt) {
-      const int64_t pp = ceil_div(panels, nt);
-      if (ceil_div(panels, pp) != nt) continue;
       for (int64_t mt = 1; mt <= std::min(strips, 2 * threads) && batches * mt * nt <= 4 * threads; ++mt) {
-        const int64_t sp = ceil_div(strips, mt);
-        if (ceil_div(strips, sp) != mt) continue;
-        visit(Cut{mt, nt, sp, pp, ceil_div(batches * mt * nt, threads) * sp * pp});
+        const Cut c = cut_of(kr, p, batches, threads, mt, nt);
+        if (c.mt == mt && c.nt == nt) visit(c);  // else the same cut as a smaller count
       }
     }
   };
-  int64_t least = std::numeric_limits<int64_t>::max();
-  for_each_cut([&](const Cut& c) { least = std::min(least, c.cost); });
-  Cut chosen{1, 1, strips, panels, least};
-  bool found = false;
+  Cut least;
+  least.cost = std::numeric_limits<int64_t>::max();
   for_each_cut([&](const Cut& c) {
-    if (8 * c.cost > 9 * least) return;
-    if (!found || c.mt < chosen.mt || (c.mt == chosen.mt && c.mt * c.nt < chosen.mt * chosen.nt)) chosen = c;
-    found = true;
+    if (c.cost < least.cost || (c.cost == least.cost && c.tasks < least.tasks)) least = c;
   });
-  s.mt = chosen.mt, s.nt = chosen.nt;
-  s.rows = chosen.strips * kr.mr, s.panels = chosen.panels;
+  Cut chosen = least;
+  const int64_t busy = std::min(threads, least.tasks);
+  for_each_cut([&](const Cut& c) {
+    if (8 * c.cost > 9 * least.cost || c.tasks < busy) return;
+    if (c.mt < chosen.mt || (c.mt == chosen.mt && c.tasks < chosen.tasks)) chosen = c;
+  });
+  return chosen;
+}
+
+Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches) {
+  const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
+  const int64_t threads = num_threads();
+  int64_t want = 1;  // tasks per batch
+  if (threads > 1 && worth_threads(kr, p, batches) && batches < 4 * threads) {
+    // Enough tasks that every thread gets the same number of equal ones.
+    want = threads / std::gcd(batches, threads);
+  }
+  // Columns first, unless a few panels do not share evenly (a pointwise convolution to 40 or 96
+  // channels, run transposed: 2 or 3 panels, the last one partial) and there are rows to share.
+  const bool even_columns = panels >= 4 * want || (panels % want == 0 && p.n % kr.nr == 0);
+  const int64_t nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
+  Cut cut = cut_of(kr, p, batches, threads, std::min(ceil_div(want, nt), strips), nt);
+  if (want > 1) {
+    const Cut best = best_cut(kr, p, batches, threads);
+    if (8 * cut.cost > 9 * best.cost) cut = best;
+  }
+  Split s;
+  s.panels = ceil_div(panels, cut.nt);
+  s.rows = ceil_div(strips, cut.mt) * kr.mr;
+  s.nt = ceil_div(panels, s.panels);
+  s.mt = ceil_div(p.m, s.rows);
   return s;
 }
 
