@@ -53,8 +53,8 @@ KILN_TEST(linear_split_over_many_threads) {
       TestTensor w = TestTensor::random({s.n, s.k}, true), b = TestTensor::random({s.n}, true);
       Args args;
       args.tensor(x).tensor(w).tensor(b);
-      const std::string what = format("linear m=%lld n=%lld k=%lld on %d threads", (long long)s.m, (long long)s.n,
-                                      (long long)s.k, threads);
+      const std::string what =
+          format("linear m=%lld n=%lld k=%lld on %d threads", (long long)s.m, (long long)s.n, (long long)s.k, threads);
       const int ran = expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, gemm_tolerance(s.k));
       KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
     }
