@@ -210,3 +210,95 @@ def test_kiln_bench_with_npy_inputs_and_bad_files(exported, tmp_path):
     assert proc.returncode == 0 and "(from " in proc.stdout, proc.stderr
     proc = kiln_cmd("bench", str(path), str(tmp_path / "missing.npy"))
     assert proc.returncode == 1 and proc.stderr.startswith("kiln: cannot read input 0 from"), proc.stderr
+
+
+# --- virtual workers: KILN_SIMULATE_THREADS (docs/profiling.md, "Beyond the machine's cores") ---
+
+
+class ConvNet(torch.nn.Module):
+    """A dense and a depthwise 3x3 convolution and a pointwise one: the conv kernels' partitions."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = torch.nn.Conv2d(8, 32, 3, padding=1)
+        self.depthwise = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.pointwise = torch.nn.Conv2d(32, 16, 1)
+
+    def forward(self, x):
+        return self.pointwise(torch.relu(self.depthwise(torch.relu(self.dense(x)))))
+
+
+@pytest.fixture(scope="module")
+def convnet(tmp_path_factory):
+    from kiln.export import export
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("profile") / "convnet.kiln"
+    export(ConvNet().eval(), (torch.randn(1, 8, 48, 48),), path)
+    return path
+
+
+def chunks_by_parallel_for(profile) -> dict:
+    jobs: dict = {}
+    for c in profile.chunks:
+        jobs.setdefault((c.call, c.job), []).append(c)
+    return jobs
+
+
+def check_cover_once(profile) -> dict:
+    """Every recorded parallel_for's chunks tile its range [0, n) exactly once, within one instruction."""
+    jobs = chunks_by_parallel_for(profile)
+    for key, chunks in jobs.items():
+        assert len({(c.index, c.n) for c in chunks}) == 1, f"parallel_for {key}: chunks of several instructions"
+        at = 0
+        for c in sorted(chunks, key=lambda c: c.begin):
+            assert c.begin == at and c.end > c.begin, f"parallel_for {key}: chunk [{c.begin}, {c.end}) after {at}"
+            at = c.end
+        assert at == chunks[0].n, f"parallel_for {key}: chunks end at {at} of {chunks[0].n}"
+    return jobs
+
+
+@pytest.mark.parametrize("model", ["wide", "convnet"])
+def test_virtual_workers_partition_as_n_threads_and_change_no_result(model, request, monkeypatch):
+    path = request.getfixturevalue(model)
+    x = np.random.default_rng(1).standard_normal((128, 256) if model == "wide" else (1, 8, 48, 48),
+                                                 dtype=np.float32)
+    before = kiln.num_threads()
+    kiln.set_num_threads(1)
+    try:
+        method = kiln.load(path).load_method("forward")
+        alone = method(x)[0]
+        for workers in (3, 8):
+            monkeypatch.setenv("KILN_SIMULATE_THREADS", str(workers))
+            profile = method.profile(x, runs=2)
+            # The partition changes, the arithmetic per output element does not.
+            np.testing.assert_array_equal(profile.outputs[0], alone)
+            jobs = check_cover_once(profile)
+            assert jobs, f"{workers} virtual workers: no parallel_for was split"
+            assert {c.thread for c in profile.chunks} == {0}, "virtual workers run on the calling thread"
+            sizes = {len(chunks) for chunks in jobs.values()}
+            # The real pool has one thread here: more than one chunk per call means the
+            # kernels partitioned for the virtual count, and never beyond it.
+            assert max(sizes) == workers, f"{workers} virtual workers: chunks per parallel_for {sorted(sizes)}"
+            check_spans(profile)
+        monkeypatch.delenv("KILN_SIMULATE_THREADS")
+        assert not method.profile(x).chunks, "one real thread splits nothing"
+    finally:
+        kiln.set_num_threads(before)
+
+
+def test_real_pool_chunks_cover_each_range_once(wide, two_threads):
+    x = np.random.default_rng(2).standard_normal((128, 256), dtype=np.float32)
+    profile = kiln.load(wide).load_method("forward").profile(x, runs=2)
+    jobs = check_cover_once(profile)
+    assert jobs and max(len(c) for c in jobs.values()) <= 2
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many", "4x", "100000"])
+def test_simulate_threads_refuses_a_bad_count(wide, monkeypatch, value):
+    method = kiln.load(wide).load_method("forward")
+    x = np.zeros((128, 256), dtype=np.float32)
+    monkeypatch.setenv("KILN_SIMULATE_THREADS", value)
+    with pytest.raises(kiln.InvalidArgument, match="KILN_SIMULATE_THREADS must be a thread count from 1 to 1024"):
+        method.profile(x)
+    method(x)  # a call without the profiler never reads it

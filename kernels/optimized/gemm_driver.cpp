@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -50,17 +51,60 @@ BatchOffsets batch_offsets(const GemmBatches& g, int64_t index) {
 }
 
 // How the problem is cut into tasks: each batch into mt row ranges times nt
-// panel ranges. Splitting columns first gives each thread its own part of B
-// (its own share of the weights to stream, its own B blocks to pack), when
-// there are enough panels for equal shares.
+// panel ranges; the pool gives each thread ceil(tasks / threads) consecutive
+// tasks. First choice, as before: equal tasks, column panels first (each thread
+// streams or packs its own part of B), rows when a few panels do not share
+// evenly. That cut is kept unless the slowest thread's share of rows x columns
+// is more than an eighth above what the best cut gives, as when rows alone
+// leave threads idle (MiniLM's 128 x 384 linears on 16 threads: 11 tasks of 2
+// row strips; the best cut is 2 x 8 tasks of 11 strips x 3 panels).
 struct Split {
   int64_t mt = 1, nt = 1;
   int64_t rows = 0, panels = 0;  // per task
 };
 
+struct Cut {
+  int64_t mt = 1, nt = 1, tasks = 1, cost = 0;
+};
+
+// The cut into (at most) mt x nt ranges per batch, with the slowest thread's share of rows x columns.
+Cut cut_of(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches, int64_t threads, int64_t mt, int64_t nt) {
+  const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
+  const int64_t sp = ceil_div(strips, mt), pp = ceil_div(panels, nt);
+  Cut c;
+  c.mt = ceil_div(strips, sp), c.nt = ceil_div(panels, pp), c.tasks = batches * c.mt * c.nt;
+  c.cost = ceil_div(c.tasks, threads) * std::min(sp * kr.mr, p.m) * std::min(pp * kr.nr, p.n);
+  return c;
+}
+
+// The cut with the least cost and then, within an eighth of it and giving as many threads work,
+// the fewest row ranges and tasks. At most 2 x threads ranges either way, 4 x threads tasks.
+Cut best_cut(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches, int64_t threads) {
+  const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
+  auto for_each_cut = [&](auto&& visit) {
+    for (int64_t nt = 1; nt <= std::min(panels, 2 * threads); ++nt) {
+      for (int64_t mt = 1; mt <= std::min(strips, 2 * threads) && batches * mt * nt <= 4 * threads; ++mt) {
+        const Cut c = cut_of(kr, p, batches, threads, mt, nt);
+        if (c.mt == mt && c.nt == nt) visit(c);  // else the same cut as a smaller count
+      }
+    }
+  };
+  Cut least;
+  least.cost = std::numeric_limits<int64_t>::max();
+  for_each_cut([&](const Cut& c) {
+    if (c.cost < least.cost || (c.cost == least.cost && c.tasks < least.tasks)) least = c;
+  });
+  Cut chosen = least;
+  const int64_t busy = std::min(threads, least.tasks);
+  for_each_cut([&](const Cut& c) {
+    if (8 * c.cost > 9 * least.cost || c.tasks < busy) return;
+    if (c.mt < chosen.mt || (c.mt == chosen.mt && c.tasks < chosen.tasks)) chosen = c;
+  });
+  return chosen;
+}
+
 Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches) {
   const int64_t panels = ceil_div(p.n, kr.nr), strips = ceil_div(p.m, kr.mr);
-  Split s;
   const int64_t threads = num_threads();
   int64_t want = 1;  // tasks per batch
   if (threads > 1 && worth_threads(kr, p, batches) && batches < 4 * threads) {
@@ -70,10 +114,15 @@ Split split_work(const F32GemmKernels& kr, const GemmProblem& p, int64_t batches
   // Columns first, unless a few panels do not share evenly (a pointwise convolution to 40 or 96
   // channels, run transposed: 2 or 3 panels, the last one partial) and there are rows to share.
   const bool even_columns = panels >= 4 * want || (panels % want == 0 && p.n % kr.nr == 0);
-  s.nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
-  s.mt = std::min(ceil_div(want, s.nt), strips);
-  s.panels = ceil_div(panels, s.nt);
-  s.rows = ceil_div(strips, s.mt) * kr.mr;
+  const int64_t nt = !even_columns && strips >= want ? 1 : std::min(want, panels);
+  Cut cut = cut_of(kr, p, batches, threads, std::min(ceil_div(want, nt), strips), nt);
+  if (want > 1) {
+    const Cut best = best_cut(kr, p, batches, threads);
+    if (8 * cut.cost > 9 * best.cost) cut = best;
+  }
+  Split s;
+  s.panels = ceil_div(panels, cut.nt);
+  s.rows = ceil_div(strips, cut.mt) * kr.mr;
   s.nt = ceil_div(panels, s.panels);
   s.mt = ceil_div(p.m, s.rows);
   return s;

@@ -30,13 +30,22 @@ class ProfiledInstruction:
 
 @dataclass(frozen=True)
 class ProfiledChunk:
-    """A parallel_for chunk of an instruction, on pool thread `thread` (0: the calling thread)."""
+    """A parallel_for chunk of an instruction, on pool thread `thread` (0: the calling thread):
+    [begin, end) of the range [0, n) of the call's parallel_for number `job`."""
 
     call: int
     index: int
     thread: int
     start_ns: int
     end_ns: int
+    job: int = 0
+    begin: int = 0
+    end: int = 0
+    n: int = 0
+
+    @property
+    def ns(self) -> int:
+        return self.end_ns - self.start_ns
 
 
 class Profile:

@@ -551,13 +551,14 @@ NB_MODULE(_kiln, m) {
             }
             return out;
           })
-      .def_prop_ro("chunks",
-                   [](const kiln::Profile& p) {
-                     nb::list out;
-                     for (const kiln::ProfiledChunk& c : p.chunks)
-                       out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns));
-                     return out;
-                   })
+      .def_prop_ro(
+          "chunks",
+          [](const kiln::Profile& p) {
+            nb::list out;
+            for (const kiln::ProfiledChunk& c : p.chunks)
+              out.append(nb::make_tuple(c.call, c.index, c.thread, c.start_ns, c.end_ns, c.job, c.begin, c.end, c.n));
+            return out;
+          })
       .def_prop_ro("call_ns", &kiln::Profile::call_ns)
       .def_prop_ro("instruction_ns", &kiln::Profile::instruction_ns)
       .def("table", &kiln::Profile::table)

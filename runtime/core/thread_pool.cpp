@@ -9,6 +9,7 @@
 #include "kiln/thread_pool.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +30,7 @@ thread_local bool t_inside_parallel_for = false;
 thread_local internal::ChunkObserver* t_observer = nullptr;
 thread_local int t_worker_index = 0;
 thread_local int t_session_depth = 0;
+thread_local int t_virtual_workers = 0;  // 0: the real pool (internal::VirtualWorkers)
 
 // How long an idle worker, and a caller waiting for workers, spin before sleeping.
 constexpr auto kSpin = std::chrono::microseconds(100);
@@ -54,10 +56,25 @@ int default_thread_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// How parallel_for cuts [0, n) for `threads` threads: at most one chunk per
+// thread, each at least `grain` long, all of one length but the last. One chunk
+// per thread keeps the per-call overhead to one claim per thread; kernels that
+// need finer load balance pick their own tasks and pass grain 1.
+struct RangeSplit {
+  int64_t chunk, num_chunks;
+};
+
+RangeSplit split_range(int64_t n, int64_t grain, int threads) {
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, threads);
+  return {(n + chunks - 1) / chunks, chunks};
+}
+
 struct Job {
   internal::RangeFn fn;
   void* closure;
   int64_t n, chunk, num_chunks;
+  uint32_t id = 0;  // the observer's number for it
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
   std::atomic<bool> caller_sleeping{false};
@@ -87,9 +104,8 @@ class Pool {
   std::shared_mutex& resize_mutex() { return resize_mutex_; }
 
   void run(int64_t n, int64_t grain, internal::RangeFn fn, void* closure) {
-    grain = std::max<int64_t>(grain, 1);
-    const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, size());
-    Slot* slot = chunks > 1 ? claim_slot() : nullptr;
+    const RangeSplit split = split_range(n, grain, size());
+    Slot* slot = split.num_chunks > 1 ? claim_slot() : nullptr;
     if (slot == nullptr) {  // nothing to share, or every slot busy
       fn(closure, 0, n);
       return;
@@ -98,9 +114,10 @@ class Pool {
     job.fn = fn;
     job.closure = closure;
     job.n = n;
-    job.chunk = (n + chunks - 1) / chunks;
-    job.num_chunks = chunks;
+    job.chunk = split.chunk;
+    job.num_chunks = split.num_chunks;
     job.observer = t_observer;
+    if (job.observer != nullptr) job.id = job.observer->job();
     slot->job.store(&job);
     posted_.fetch_add(1);
     if (sleepers_.load() > 0) {
@@ -138,7 +155,7 @@ class Pool {
         } else {
           const uint64_t start = internal::now_ns();
           job.fn(job.closure, begin, end);
-          job.observer->chunk(t_worker_index, start, internal::now_ns());
+          job.observer->chunk({job.id, t_worker_index, begin, end, job.n, start, internal::now_ns()});
         }
       }
       ran = true;
@@ -248,7 +265,28 @@ Pool& pool() {
 
 }  // namespace
 
-int num_threads() noexcept { return pool().size(); }
+// Virtual workers (internal::VirtualWorkers): the real pool's split for
+// `workers` threads, every chunk run here in order.
+void run_virtual(int64_t n, int64_t grain, internal::RangeFn fn, void* closure, int workers) {
+  const RangeSplit split = split_range(n, grain, workers);
+  if (split.num_chunks <= 1) {
+    fn(closure, 0, n);
+    return;
+  }
+  internal::ChunkObserver* observer = t_observer;
+  const uint32_t id = observer != nullptr ? observer->job() : 0;
+  t_inside_parallel_for = true;
+  for (int64_t c = 0; c < split.num_chunks; ++c) {
+    const int64_t begin = c * split.chunk, end = std::min(n, begin + split.chunk);
+    if (begin >= end) continue;  // as the pool skips them
+    const uint64_t start = internal::now_ns();
+    fn(closure, begin, end);
+    if (observer != nullptr) observer->chunk({id, t_worker_index, begin, end, n, start, internal::now_ns()});
+  }
+  t_inside_parallel_for = false;
+}
+
+int num_threads() noexcept { return t_virtual_workers > 0 ? t_virtual_workers : pool().size(); }
 
 void set_num_threads(int n) noexcept {
   // Inside parallel_for or a method's execution the caller holds the pool; a
@@ -262,6 +300,14 @@ int worker_index() noexcept { return t_worker_index; }
 namespace internal {
 
 uint64_t now_ns() noexcept {
+  if (t_virtual_workers > 0) {
+    // Every chunk runs on this thread: its CPU time is the one clock they share, and it stands
+    // still while another process has the core (a shared machine's time slices stay out).
+    timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+  }
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
@@ -272,6 +318,12 @@ ChunkObserver* observe_chunks(ChunkObserver* observer) noexcept {
   t_observer = observer;
   return previous;
 }
+
+VirtualWorkers::VirtualWorkers(int workers) noexcept : previous_(t_virtual_workers) {
+  t_virtual_workers = std::clamp(workers, 1, kMaxThreads);
+}
+
+VirtualWorkers::~VirtualWorkers() { t_virtual_workers = previous_; }
 
 PoolSession::PoolSession() noexcept {
   if (t_session_depth++ == 0) pool().resize_mutex().lock_shared();
@@ -285,6 +337,10 @@ void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn, void* closure) noex
   if (n <= 0) return;
   if (t_inside_parallel_for || n <= grain) {
     fn(closure, 0, n);
+    return;
+  }
+  if (t_virtual_workers > 0) {
+    run_virtual(n, grain, fn, closure, t_virtual_workers);
     return;
   }
   PoolSession session;

@@ -2,10 +2,12 @@
 // instructions. Every index and byte range used here was checked by
 // loader/verifier.cpp; this file trusts them and says which check it relies on.
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "core/pages.h"
@@ -627,6 +629,18 @@ void shapes_of(Span<const Value* const> values, std::vector<ProfiledShape>* out)
   }
 }
 
+// KILN_SIMULATE_THREADS for a profiled call (kiln/profile.h): 0 when unset or empty.
+Result<int> simulated_threads() {
+  const char* env = std::getenv("KILN_SIMULATE_THREADS");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(env, &end, 10);
+  KILN_CHECK_OR_RETURN(errno == 0 && *end == '\0' && n >= 1 && n <= kMaxThreads, InvalidArgument,
+                       "KILN_SIMULATE_THREADS must be a thread count from 1 to %d, got '%s'", kMaxThreads, env);
+  return static_cast<int>(n);
+}
+
 // Records one profiled call: the executing thread fills in the instruction
 // spans; the pool reports the chunks of its parallel_for calls from whichever
 // thread ran them (thread_pool_internal.h).
@@ -641,10 +655,13 @@ class CallRecorder final : public ChunkObserver {
   // which publish it to the workers when they post their job.
   void set_instruction(uint32_t index) { index_ = index; }
 
-  void chunk(int thread, uint64_t start_ns, uint64_t end_ns) noexcept override {
+  uint32_t job() noexcept override { return jobs_++; }
+
+  void chunk(const ChunkSpan& span) noexcept override {
     std::lock_guard<std::mutex> lock(mutex_);
     try {
-      profile_.chunks.push_back({call_, index_, thread, start_ns, end_ns});
+      profile_.chunks.push_back(
+          {call_, index_, span.thread, span.start_ns, span.end_ns, span.job, span.begin, span.end, span.n});
     } catch (...) {  // out of memory: the profile misses a chunk, the call goes on
     }
   }
@@ -653,6 +670,7 @@ class CallRecorder final : public ChunkObserver {
   Profile& profile_;
   const uint32_t call_;
   uint32_t index_ = 0;
+  uint32_t jobs_ = 0;  // parallel_for calls split so far; only the executing thread counts
   ChunkObserver* previous_;
   std::mutex mutex_;
 };
@@ -688,7 +706,11 @@ Status MethodState::execute_steps(Profile* profile) {
   PoolSession session;
   if (worker_scratch_stride > 0 && num_threads() > scratch_workers) KILN_RETURN_IF_ERROR(plan_scratch(num_threads()));
   std::unique_ptr<CallRecorder> recorder;
+  std::optional<VirtualWorkers> virtual_workers;  // after the scratch: only worker 0's is used
   if (profile != nullptr) {
+    Result<int> simulated = simulated_threads();
+    if (!simulated.ok()) return simulated.status();
+    if (*simulated > 0) virtual_workers.emplace(*simulated);
     recorder = std::make_unique<CallRecorder>(*profile, static_cast<uint32_t>(profile->calls.size()));
     profile->calls.push_back({now_ns(), 0});
   }

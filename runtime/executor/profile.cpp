@@ -176,7 +176,9 @@ std::string Profile::chrome_trace() const {
   for (const ProfiledChunk& c : chunks) {
     out += ",\n{\"name\": " + json(instructions.at(c.index).op) + ", \"cat\": \"chunk\", \"ph\": \"X\", \"pid\": 1" +
            format(", \"tid\": %d, \"ts\": ", c.thread) + us(c.start_ns) + ", \"dur\": " + dur(c.start_ns, c.end_ns) +
-           format(", \"args\": {\"instruction\": %u, \"call\": %u}}", c.index, c.call);
+           format(", \"args\": {\"instruction\": %u, \"call\": %u, \"parallel_for\": %u, ", c.index, c.call, c.job) +
+           format("\"range\": \"[%lld, %lld) of %lld\"}}", static_cast<long long>(c.begin),
+                  static_cast<long long>(c.end), static_cast<long long>(c.n));
   }
   return out + "\n]}\n";
 }

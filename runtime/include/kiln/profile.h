@@ -34,6 +34,9 @@ struct ProfiledChunk {
   uint32_t call = 0, index = 0;  // as in ProfiledInstruction
   int32_t thread = 0;            // worker_index(): 0 the calling thread, 1.. the pool's workers
   uint64_t start_ns = 0, end_ns = 0;
+  uint32_t job = 0;            // which parallel_for of the call (numbered from 0 in each call)
+  int64_t begin = 0, end = 0;  // the chunk: [begin, end) of that parallel_for's range [0, n)
+  int64_t n = 0;
 };
 
 // One profiled call: from the first instruction to the last (execute() alone,
@@ -42,7 +45,15 @@ struct ProfiledCall {
   uint64_t start_ns = 0, end_ns = 0;
 };
 
-// What Method::execute(Profile*) / run(inputs, Profile*) recorded. Each profiled
+// What Method::execute(Profile*) / run(inputs, Profile*) recorded.
+// With the environment variable KILN_SIMULATE_THREADS=N (1 to kMaxThreads) a
+// profiled call runs on virtual workers: kernels see num_threads() == N and
+// every parallel_for splits its range as the pool would for N threads, but
+// all chunks run one after another on the calling thread, each recorded; this
+// predicts scaling beyond the machine's cores (docs/profiling.md). The times
+// of such a call are the calling thread's CPU time, not the steady clock, so
+// that other processes' time slices stay out of its chunks. Calls without a
+// Profile never read it. Each profiled
 // call appends to the same Profile; clear() starts over. Profiling allocates
 // while it records; with no Profile a call costs what it always did.
 class KILN_API Profile {

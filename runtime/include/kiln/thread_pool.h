@@ -12,7 +12,8 @@ namespace kiln {
 // The largest pool: set_num_threads and KILN_NUM_THREADS ask for at most this.
 constexpr int kMaxThreads = 1024;
 
-// Number of threads that parallel_for uses (the caller's thread included).
+// Number of threads that parallel_for uses (the caller's thread included); in a
+// profiled call with KILN_SIMULATE_THREADS=N, N (kiln/profile.h).
 KILN_API int num_threads() noexcept;
 // Sets the pool size, at most kMaxThreads; n < 1 means "one per available core"
 // (or KILN_NUM_THREADS).

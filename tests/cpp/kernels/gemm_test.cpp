@@ -41,6 +41,27 @@ KILN_TEST(linear_matches_reference) {
   }
 }
 
+KILN_TEST(linear_split_over_many_threads) {
+  // Past 2 threads the GEMM may cut rows and columns at once (split_work): every cut must still
+  // cover C exactly once. Shapes whose best cut is 2-D at some of these counts: MiniLM's linears,
+  // a ResNet-like stride-2 convolution's product, odd sizes.
+  const int before = num_threads();
+  for (int threads : {3, 5, 16}) {
+    set_num_threads(threads);
+    for (const Mnk& s : {Mnk{128, 384, 384}, Mnk{128, 784, 64}, Mnk{13, 97, 1000}, Mnk{77, 250, 300}}) {
+      TestTensor x = TestTensor::random({s.m, s.k});
+      TestTensor w = TestTensor::random({s.n, s.k}, true), b = TestTensor::random({s.n}, true);
+      Args args;
+      args.tensor(x).tensor(w).tensor(b);
+      const std::string what =
+          format("linear m=%lld n=%lld k=%lld on %d threads", (long long)s.m, (long long)s.n, (long long)s.k, threads);
+      const int ran = expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, gemm_tolerance(s.k));
+      KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+    }
+  }
+  set_num_threads(before);
+}
+
 KILN_TEST(linear_batched_input) {
   // [2, 3, m, k] inputs: the leading dims are more rows.
   for (int64_t m : {1, 5, 8}) {
