@@ -28,8 +28,9 @@ through _unsafe_reset_threadpool before its programs load):
   SmolLM2, whose in-place KV cache it would not delegate); skipped with the reason printed
   when executorch does not import.
 - int8: ExecuTorch's XNNPACKQuantizer flow (static for the CNNs, dynamic for MiniLM) and ONNX
-  Runtime's quantize_static / quantize_dynamic beside their fp32 and kiln's fp32 (kiln has no
-  int8 compute), with each int8 output's error and cosine against eager fp32.
+  Runtime's quantize_static / quantize_dynamic beside their fp32 and kiln's fp32, with each int8
+  output's error and cosine against eager fp32; and for MiniLM kiln's own int8_dynamic beside
+  kiln fp32, ORT fp32 and ORT's quantize_dynamic (the dynamic int8 table; no ExecuTorch needed).
 - Every runtime's speedup from the fewest to the most threads, per row; --plot DIR draws the
   fp32 and int8 latency tables as PNG charts (bench/charts.py).
 - Python call overhead: x + y on 4 floats through kiln, torch eager and ORT.
@@ -1040,8 +1041,8 @@ def bench_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args)
     if not rows or ET_MISSING is not None:
         return None
     section = Section(threads)
-    table = Table(f"int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most); kiln has no "
-                  "int8 compute yet, so it runs fp32",
+    table = Table(f"int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most); kiln fp32 "
+                  "here (kiln's int8_dynamic: the dynamic int8 table)",
                   ["model", "input", "kiln fp32", "kiln int8", "et fp32", "et int8", "ort fp32", "ort int8",
                    "et int8/fp32", "ort int8/fp32", "kiln fp32/et int8", "kiln fp32/ort int8",
                    "err et int8", "cos et int8", "err ort int8", "cos ort int8", "rounds"], left=2)
@@ -1069,8 +1070,8 @@ def bench_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args)
               ", ".join(f"{name} {ms(t)} ms" for name, t in med.items()), file=sys.stderr)
     kinds = sorted({int8_kind(r) for r in rows})
     table.notes += [
-        "kiln int8: none: kiln computes in fp32 only (weight-only int4/int8 exists for LLM linears alone), so "
-        "the int8 peers are compared with kiln's fp32; below 1 in kiln fp32/X int8, kiln's fp32 is faster.",
+        "kiln int8: see the dynamic int8 table (kiln's int8_dynamic, MiniLM); here the int8 peers are compared "
+        "with kiln's fp32; below 1 in kiln fp32/X int8, kiln's fp32 is faster.",
         "err: max |int8 - fp32 eager| / max |fp32 eager|; cos: cosine of the int8 output to eager fp32's "
         "(MiniLM: the unit-norm embedding; CNNs: the logits). Not a task accuracy.",
     ] + [f"{kind}: ExecuTorch {peers.QUANT_SCHEMES[kind]}, lowered to XNNPACK; ONNX Runtime "
@@ -1078,6 +1079,63 @@ def bench_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args)
         f"et int8 {r.name}: " + peers.describe(workdir / f"{r.name}.int8.pte") for r in rows]
     if "static" in kinds:
         table.notes.append("static calibration: the row's input and 3 seeded random images, the same for both.")
+    section.judge(table)
+    return table
+
+
+def export_kiln_int8(models: dict, rows: list[Row], workdir: Path) -> None:
+    """MODEL.int8_dynamic.kiln (export(..., quantize="int8_dynamic")) and MODEL.int8.onnx (ONNX
+    Runtime's quantize_dynamic) for the rows with a dynamic int8 flow; files present are reused."""
+    for key in sorted({r.model for r in rows if int8_kind(r) == "dynamic"}):
+        model, path = models[key], workdir / f"{key}.int8_dynamic.kiln"
+        if not path.exists():
+            print(f"exporting {path.name}...", file=sys.stderr, flush=True)
+            with quiet():
+                kiln_export(model.eager, model.example, path, dynamic_shapes=model.dynamic_shapes,
+                            quantize="int8_dynamic")
+        onnx_int8 = workdir / f"{key}.int8.onnx"
+        if not onnx_int8.exists():
+            print(f"quantizing {onnx_int8.name} for ONNX Runtime (dynamic)...", file=sys.stderr, flush=True)
+            with quiet():
+                peers.ort_quantize(workdir / f"{key}.onnx", onnx_int8, "dynamic", [], [])
+
+
+def bench_kiln_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args) -> Table | None:
+    """kiln's int8_dynamic beside its fp32 and ONNX Runtime's fp32 and quantize_dynamic int8, in
+    the same interleaved rounds, with each int8 output's error and cosine against eager fp32."""
+    rows = [r for r in rows if int8_kind(r) == "dynamic" and (workdir / f"{r.model}.int8_dynamic.kiln").exists()]
+    if not rows:
+        return None
+    section = Section(threads)
+    table = Table(f"dynamic int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most)",
+                  ["model", "input", "kiln fp32", "kiln int8", "ort fp32", "ort int8", "kiln int8/fp32",
+                   "ort int8/fp32", "kiln int8/ort int8", "err kiln int8", "cos kiln int8", "err ort int8",
+                   "cos ort int8", "rounds"], left=2)
+    for row in rows:
+        ort = lambda name: OrtRunner(workdir / name, threads, 0).prepare(row)  # noqa: E731
+        calls = {"kiln": KilnRunner(workdir / f"{row.model}.kiln").prepare(row),
+                 "kiln_int8": KilnRunner(workdir / f"{row.model}.int8_dynamic.kiln").prepare(row),
+                 "ort": ort(f"{row.model}.onnx"), "ort_int8": ort(f"{row.model}.int8.onnx")}
+        ref = np.asarray(TorchRunner(models[row.model].eager).prepare(row)())
+        outs = {name: np.asarray(fn()) for name, fn in calls.items()}
+        med, done = interleaved(calls, args.rounds, args.budget)
+        for name in calls:
+            label = {"kiln": "kiln fp32", "kiln_int8": "kiln int8", "ort": "ORT fp32", "ort_int8": "ORT int8"}[name]
+            args.latency_int8.setdefault(row.name, {}).setdefault(label, {})[threads] = med[name]
+        table.rows.append([row.name, row.label, ms(med["kiln"]), ms(med["kiln_int8"]), ms(med["ort"]),
+                           ms(med["ort_int8"]), f"{med['kiln_int8'] / med['kiln']:.2f}",
+                           f"{med['ort_int8'] / med['ort']:.2f}", f"{med['kiln_int8'] / med['ort_int8']:.2f}",
+                           f"{rel_err(outs['kiln_int8'], ref):.2g}", f"{peers.cosine(outs['kiln_int8'], ref):.4f}",
+                           f"{rel_err(outs['ort_int8'], ref):.2g}", f"{peers.cosine(outs['ort_int8'], ref):.4f}",
+                           done])
+        print(f"  [{threads} thread(s)] dynamic int8 {row.name}: " +
+              ", ".join(f"{name} {ms(t)} ms" for name, t in med.items()), file=sys.stderr)
+    table.notes += [
+        "kiln int8: export(..., quantize=\"int8_dynamic\"): q8_0 weights per output channel, inputs of every "
+        "linear quantized per 32-block at run time (compute=\"int8\", docs/quantization.md); embeddings q8_0. "
+        f"ORT int8: {peers.ORT_SCHEMES['dynamic']}.",
+        "err: max |int8 - fp32 eager| / max |fp32 eager|; cos: cosine of the unit-norm embedding to eager fp32's.",
+    ]
     section.judge(table)
     return table
 
@@ -1304,6 +1362,8 @@ def main() -> None:
         if ET_MISSING:
             print(f"ExecuTorch skipped: {ET_MISSING}", file=sys.stderr)
         export_executorch(models, rows, workdir, not args.skip_int8)
+        if not args.skip_int8:
+            export_kiln_int8(models, rows, workdir)
         for row in rows:  # for the RSS subprocesses
             np.savez(workdir / f"{row.name}.npz", **{f"in{i}": a for i, a in enumerate(row.inputs)},
                      **{f"pre{i}": a for i, a in enumerate(row.prefix)})
@@ -1315,7 +1375,8 @@ def main() -> None:
             if rows:
                 tables += bench_models(models, rows, threads, workdir, args, probe)
                 if not args.skip_int8:
-                    tables += [t for t in [bench_int8(models, rows, threads, workdir, args)] if t]
+                    tables += [t for t in [bench_int8(models, rows, threads, workdir, args),
+                                           bench_kiln_int8(models, rows, threads, workdir, args)] if t]
             if not args.skip_models and "call_overhead" in args.only:
                 tables.append(bench_call_overhead(threads, workdir, args))
             if not args.skip_gemm:

@@ -30,6 +30,13 @@ runs the same GGUF file (its own Q4_1/Q8_0 weights, not float32) in the same
 script; bench/setup_llama_cpp.sh builds it into build/llama-venv (never into the
 system Python), so run this script with build/llama-venv/bin/python.
 
+--int8-compute: compute="int8" against "float32" for quantized linears (q8_0 and q4_0 in
+groups of 32, kiln.export.quantize from the float32 model, SmolLM2's embedding and tied head
+q8_0 per row): each program's perplexity on PPL_TEXT (one prefill, against the float32 eager
+model's) and its decode steps per second (one-token calls of the exported module after a
+16-token prompt, medians of --rounds), through kiln.export rather than the LLM runner (whose
+export has no compute option).
+
 VARIANTS lists the weight variants: float32, int8 (kiln_quantized, q8_0 per output
 channel) and the GGUF's own 4-bit blocks (Q4_1 layers, Q8_0 embedding and head).
 """
@@ -60,6 +67,76 @@ CONTEXT = 512
 VARIANTS = {"float32": {"dtype": "float32"}, "int8": {"quantize": "int8"}, "gguf 4-bit": {}}
 TEXT = ("The history of the sea is the history of the world: ships carried spices, stories and "
         "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 8
+
+
+PPL_TEXT = ("The history of the printing press begins in the fifteenth century, when craftsmen in Mainz combined "
+            "movable metal type, oil-based ink and a screw press adapted from wine making. Within fifty years "
+            "presses were running in more than two hundred European cities, books became cheaper, and the spread "
+            "of literacy changed religion, science and politics for centuries to come.")
+INT8_VARIANTS = [("q8_0", "float32"), ("q8_0", "int8"), ("q4_0", "float32"), ("q4_0", "int8")]
+
+
+def perplexity(logits, ids) -> float:
+    import numpy as np
+
+    z = logits[0, :-1].astype(np.float64)
+    z = z - z.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return float(np.exp(-logp[np.arange(len(ids) - 1), ids[1:]].mean()))
+
+
+def bench_int8_compute(workdir: Path, threads: list[int], rounds: int) -> None:
+    import numpy as np
+    import torch
+
+    from kiln.export import export
+
+    from zoo import smollm2 as zoo
+    from zoo import smollm2_gguf
+
+    capacity = 256
+    model = smollm2_gguf.load_smollm2_float(capacity=capacity)
+    ids = zoo.load_tokenizer().encode(PPL_TEXT)
+    with torch.no_grad():
+        ppl_ref = perplexity(model(torch.tensor([ids]), torch.arange(len(ids))).numpy(), ids)
+    zoo.reset_cache(model)
+    tokens = torch.export.Dim("tokens", max=capacity)
+    example, dims = (torch.zeros(1, 4, dtype=torch.int64), torch.arange(4)), ({1: tokens}, {0: tokens})
+    print(f"SmolLM2-135M, {len(ids)} tokens of PPL_TEXT: eager float32 perplexity {ppl_ref:.3f}; decode "
+          f"{DECODE} one-token steps after 16 tokens, medians of {rounds} rounds")
+    rows = []
+    for scheme, compute in INT8_VARIANTS:
+        path = workdir / f"smollm2-{scheme}-{compute}.kiln"
+        if not path.exists():
+            print(f"exporting {path.name} ...", flush=True)
+            export(model, example, path, dynamic_shapes=dims,
+                   quantize={"scheme": scheme, "group_size": 32, "compute": compute})
+            zoo.reset_cache(model)
+        method = kiln.load(path).load_method("forward")
+        method.reset_state()
+        ppl = perplexity(method(np.array([ids]), np.arange(len(ids)))[0], ids)
+        rates = []
+        for n in threads:
+            kiln.set_num_threads(n)
+            samples = []
+            for _ in range(rounds + 1):  # the first round warms up
+                method.reset_state()
+                out = method(np.array([ids[:16]]), np.arange(16))[0]
+                token = int(out[0, -1].argmax())
+                wall = time.perf_counter()
+                for pos in range(16, 16 + DECODE):
+                    out = method(np.array([[token]]), np.array([pos]))[0]
+                    token = int(out[0, -1].argmax())
+                samples.append(DECODE / (time.perf_counter() - wall))
+            rates.append(statistics.median(samples[1:]))
+        row = [scheme, compute, f"{ppl:.3f}", f"{ppl / ppl_ref - 1:+.2%}"] + [f"{r:.1f}" for r in rates]
+        rows.append(row)
+        print("  " + " | ".join(row), flush=True)
+    header = ["weights", "compute", "perplexity", "vs eager fp32"] + [f"decode tok/s, {n} thread(s)" for n in threads]
+    print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"\nload average after the run: {load_average()}")
 
 
 def load_average() -> str:
@@ -139,6 +216,8 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--int8-compute", action="store_true",
+                        help="compute=int8 against float32 for q8_0 and q4_0 linears: perplexity and decode steps")
     args = parser.parse_args()
 
     from compare import Probe  # the machine probe of bench/compare.py
@@ -149,6 +228,10 @@ def main() -> int:
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kiln-llm-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     threads = [int(t) for t in args.threads.split(",")]
+    if args.int8_compute:
+        print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
+        bench_int8_compute(workdir, threads, args.rounds)
+        return 0
     probe = Probe(workdir)
 
     print(f"kiln {kiln.__version__}; {gguf.name}; prefill {PREFILL} tokens, decode {DECODE} tokens, "

@@ -199,7 +199,7 @@ class _Small:
 
 @pytest.mark.parametrize("options", ["int8", "int4", "int4_sym", {"scheme": "int4", "group_size": 64},
                                      {"scheme": "int4_sym", "group_size": 128}, {"scheme": "int8", "group_size": 32},
-                                     {"scheme": "int4", "embeddings": "int4"}])
+                                     {"scheme": "int4", "embeddings": "int4"}, "int8_dynamic"])
 def test_export_quantize_matches_eager_quantized_model(torch, tmp_path, options):
     from kiln.export import export
     from kiln.export.quantize import quantize
@@ -352,3 +352,102 @@ def test_smollm2_gguf_program_decodes_like_float32_eager(request, torch, smol):
             (logits,) = method(np.array([[got[-1]]]), np.array([pos]))
             pos += 1
         assert got == want, kernels
+
+
+# --------------------------------------------------------------------------- compute="int8"
+
+
+def test_int8_compute_runs_on_the_optimized_tier_bit_exact(torch, tmp_path):
+    """compute="int8" (inputs quantized per 32-block at run time, integer dot products) is served by
+    the optimized tier at every level, and equals the reference tier bit for bit at any row count
+    (decode steps and prefills), for every split scheme, with and without bias, and a q8_0 row
+    length that is not a multiple of 32; the eager quantized model agrees within float rounding."""
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedLinear, quantize_weight
+
+    k, capacity = 576, 80
+
+    class Layers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(4)
+            specs = [("q4_0", 32), ("q4_1", 64), ("q8_0", 32), ("q8_0", k)]
+            self.q = torch.nn.ModuleList(
+                QuantizedLinear(quantize_weight(torch.randn(n, k) * 0.05, scheme, group),
+                                bias=torch.randn(n) if i % 2 else None, compute="int8")
+                for i, ((scheme, group), n) in enumerate(zip(specs, (300, 17, 64, 45))))
+            self.odd = QuantizedLinear(quantize_weight(torch.randn(23, 37) * 0.05, "q8_0", 37), compute="int8")
+
+        def forward(self, x):
+            return tuple(layer(x) for layer in self.q) + (self.odd(x[:, :37]),)
+
+    model = Layers().eval()
+    path = tmp_path / "int8.kiln"
+    rows = torch.export.Dim("rows", max=capacity)
+    export(model, (torch.randn(4, k),), path, dynamic_shapes=({0: rows},))
+    x = np.random.default_rng(6).standard_normal((capacity, k)).astype(np.float32)
+    x[2] = 0.0  # a zero row: dx = 0
+    x[5, 7] = 40.0  # one large value: the other values of its block round to few levels
+    portable = kiln.load(path, kernels="portable").forward
+    optimized_tier = kiln.kernel_tiers()["optimized"]
+    for isa in _levels():
+        prog = kiln.load(path, kernels="optimized", isa=isa)
+        tiers = {i.tier for i in prog.method("forward").instructions if i.op == "kiln_quantized::linear.default"}
+        assert tiers == {optimized_tier}, (isa, tiers)
+        for m in (1, 3, 16, 17, 64, 80):
+            got, want = prog.forward(x[:m]), portable(x[:m])
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert g.view(np.uint32).tolist() == w.view(np.uint32).tolist(), (isa, m, i)
+    with torch.no_grad():
+        eager = model(torch.from_numpy(x))
+    for g, e in zip(portable(x), eager):
+        e = e.numpy()
+        assert np.abs(g - e).max() <= 1e-5 * np.abs(e).max()
+
+
+def test_int8_dynamic_option(torch):
+    from kiln.export.quantize import QuantizedLinear, quantize
+
+    model = _Small.make(torch)
+    q = quantize(model, "int8_dynamic")
+    assert isinstance(q.l1, QuantizedLinear) and q.l1.compute == "int8" and q.l1.scheme == "q8_0"
+    assert q.l1.group_size == 128  # one scale per output channel
+    assert quantize(model, "int8").l1.compute == "float32"
+    with pytest.raises(ValueError, match="int8_dynamic computes in int8"):
+        quantize(model, "int8_dynamic", compute="float32")
+
+
+MINILM_SENTENCES = ("A man is eating food.", "The new movie is awesome.", "kiln runs exported models on the CPU.",
+                    "Two dogs are playing in the snow near a frozen lake.", "Hi",
+                    "The quarterly report shows revenue growth of 12 percent across all regions, driven by exports.",
+                    "Wie spät ist es?", "A quick brown fox jumps over the lazy dog while the cat sleeps.")
+
+
+@pytest.mark.full
+def test_minilm_int8_dynamic_embeddings_keep_their_direction(torch, tmp_path):
+    """export(..., quantize="int8_dynamic"): every linear of MiniLM in int8 weights per output
+    channel and int8 inputs, on the optimized tier; the sentence embeddings keep a cosine of at
+    least 0.99 to eager float32 on a fixed sentence set (measured: docs/quantization.md). Full tier:
+    the export of the whole model takes most of a minute; the default tier exports a small model
+    with int8_dynamic (test_export_quantize_matches_eager_quantized_model)."""
+    from kiln.export import export
+
+    from zoo import minilm as zoo_minilm
+
+    model = zoo_minilm.load_minilm()
+    ids, mask = zoo_minilm.encode_inputs(MINILM_SENTENCES[0])
+    seq = torch.export.Dim("seq", max=128)
+    path = tmp_path / "minilm_int8.kiln"
+    export(model, (ids, mask), path, dynamic_shapes=({1: seq}, {1: seq}), quantize="int8_dynamic")
+    method = kiln.load(path).method("forward")
+    linears = [i for i in method.instructions if i.op == "kiln_quantized::linear.default"]
+    assert len(linears) == 6 * 6 and {i.tier for i in linears} == {kiln.kernel_tiers()["optimized"]}
+    cosines = []
+    for text in MINILM_SENTENCES:
+        ids, mask = zoo_minilm.encode_inputs(text)
+        with torch.no_grad():
+            want = model(ids, mask).numpy()[0]
+        (got,) = method(ids.numpy(), mask.numpy())
+        cosines.append(float(np.dot(got[0], want) / (np.linalg.norm(got[0]) * np.linalg.norm(want))))
+    print(f"\nMiniLM int8_dynamic cosine to float32: min {min(cosines):.5f}, mean {np.mean(cosines):.5f}")
+    assert min(cosines) >= 0.99, cosines

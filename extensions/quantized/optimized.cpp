@@ -6,7 +6,11 @@
 // bits it gets alone; more rows (prefill) go through the
 // f32 GEMM (optimized/gemm_driver.h) with a packing hook that decodes each B block from the panels
 // into worker scratch, so every weight is decoded once per call and multiplied as float32.
-// compute="int8" is served by the reference kernel.
+// compute="int8" (split formats, constant weights): the weight is repacked once into the level-
+// neutral int8 panels of q_kernels.h (QI8Panels); each call quantizes the rows of x (quantize_i8,
+// on the pool) into scratch and runs gemm_i8 over the panels, split over the pool: integer dot
+// products per 32-block, combined in float exactly as the reference does (bit-exact, and each row
+// independent of the others for any number of rows).
 //
 // The block formats (q5_0, q5_1, q4_k, q5_k, q6_k; the 16-bit f16, bf16) are not repacked: they are
 // decoded from the file's blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
@@ -122,12 +126,60 @@ bool within(const float* x, int64_t count, float limit) {
   return over == 0;
 }
 
+// File layout -> int8 panels (q_kernels.h, QI8Panels), on the pool.
+struct PackI8Arg {
+  QuantMatrix w;
+  optimized::QI8Panels layout;
+};
+
+void pack_i8_panels(const void* arg, void* dst) {
+  const PackI8Arg& a = *static_cast<const PackI8Arg*>(arg);
+  const QuantMatrix& w = a.w;
+  const optimized::QI8Panels& l = a.layout;
+  constexpr int64_t cols = optimized::kI8Cols, block = optimized::kI8Block;
+  parallel_for(l.panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      uint8_t* panel = static_cast<uint8_t*>(dst) + p * l.panel_bytes;
+      std::fill(panel, panel + l.panel_bytes, uint8_t{0});  // rows past N, a short last block: zeros
+      for (int64_t j = 0; j < cols && p * cols + j < w.n; ++j) {
+        const int64_t row = p * cols + j;
+        for (int64_t g = 0; g < l.groups; ++g) {
+          uint8_t* gp = panel + g * l.group_bytes;
+          std::memcpy(gp + j * 2, &w.scales[row * l.groups + g], 2);
+          if (w.mins != nullptr) std::memcpy(gp + cols * 2 + j * 2, &w.mins[row * l.groups + g], 2);
+          for (int64_t bb = 0; bb < l.group_blocks; ++bb) {
+            uint8_t* blk = gp + l.scale_bytes + bb * l.block_bytes;
+            for (int64_t e = 0; e < block && bb * block + e < l.group; ++e) {
+              const int32_t v = w.raw(row, g * l.group + bb * block + e);
+              if (!w.four_bit()) {
+                blk[32 * (e / 4) + 4 * j + e % 4] = static_cast<uint8_t>(v);
+              } else {
+                const int64_t h = e % 16;  // elements 16..31 take the high nibbles
+                uint8_t& byte = blk[32 * (h / 4) + 4 * j + h % 4];
+                byte = static_cast<uint8_t>(byte | (e < 16 ? v : v << 4));
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Scratch of compute="int8": qx [m][blocks * 32], then dx and qsum [m][blocks].
+size_t i8_scratch_bytes(int64_t m, int64_t blocks) {
+  const size_t q = (static_cast<size_t>(m * blocks * optimized::kI8Block) + 63) / 64 * 64;
+  return q + static_cast<size_t>(m * blocks) * (sizeof(float) + sizeof(int32_t));
+}
+
 struct LinearState {
   const QKernels* q = nullptr;
   const F32GemmKernels* gemm = nullptr;
   QPanels panels;
   size_t gemm_scratch = 0;  // per worker
   bool blocks = false;      // a block format: decoded from the file at every call
+  bool int8 = false;        // compute="int8": i8 panels
+  optimized::QI8Panels i8;
 };
 
 Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -135,8 +187,6 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   Status st = linear_args(true, in, out, &a);
   // Malformed arguments: the reference kernel serves, and reports them.
   if (!st.is_ok()) return Status(Error::NotSupported, st.message());
-  KILN_CHECK_OR_RETURN(a.compute == Compute::Float32, NotSupported, "%s: compute=int8 runs on the reference kernel",
-                       kLinearOp);
   const Tensor* q = &in[1]->as_tensor();
   // Block formats are decoded from their tensor at every call: constant or not.
   const bool blocks = is_block_format(a.w.scheme);
@@ -150,6 +200,21 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   auto s = std::make_unique<LinearState>();
   s->q = &qk;
   s->gemm = &gk;
+  if (a.compute == Compute::Int8) {  // linear_args took the split formats only
+    PackI8Arg arg{a.w, optimized::q_i8_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group)};
+    const std::string layout = format("kiln-quantized-i8-panels-%s-g%lld-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
+                                      static_cast<long long>(a.w.group), static_cast<long long>(a.w.n),
+                                      static_cast<long long>(a.w.k), static_cast<unsigned long long>(hash_scales(a.w)));
+    const size_t bytes = static_cast<size_t>(arg.layout.panels) * static_cast<size_t>(arg.layout.panel_bytes);
+    Result<const void*> packed = packed_constant(ctx, *q, layout.c_str(), bytes, pack_i8_panels, &arg);
+    if (!packed.ok()) return packed.status();
+    s->int8 = true;
+    s->i8 = arg.layout;
+    s->i8.data = static_cast<const uint8_t*>(packed.value());
+    ctx.scratch_bytes = i8_scratch_bytes(a.m, arg.layout.blocks);
+    *state = s.release();
+    return Status::ok();
+  }
   if (blocks) {
     s->blocks = true;
     if (a.m > qk.max_rows) {
@@ -211,6 +276,30 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   float* y = out[0]->data_as<float>();
   if (a.m == 0) return Status::ok();
+
+  if (s.int8) {
+    const optimized::QI8Panels& w8 = s.i8;
+    KILN_CHECK_OR_RETURN(ctx.scratch != nullptr, KernelFailure, "%s: no scratch was planned for compute=int8",
+                         kLinearOp);
+    auto* bytes = static_cast<uint8_t*>(ctx.scratch);
+    const int64_t ldq = w8.blocks * optimized::kI8Block;
+    auto* qx = reinterpret_cast<int8_t*>(bytes);
+    auto* dx = reinterpret_cast<float*>(bytes + (a.m * ldq + 63) / 64 * 64);  // i8_scratch_bytes
+    auto* qsum = reinterpret_cast<int32_t*>(dx + a.m * w8.blocks);
+    const optimized::QI8Rows rows{qx, dx, qsum, w8.blocks};
+    parallel_for(a.m, grain_for(a.w.k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        s.q->quantize_i8(x + r * a.w.k, a.w.k, qx + r * ldq, dx + r * w8.blocks, qsum + r * w8.blocks);
+      }
+    });
+    const bool threads = a.w.n * a.w.k * a.m >= kMinParallelWeights && num_threads() > 1;
+    const int64_t grain = threads ? (w8.panels + num_threads() - 1) / num_threads() : w8.panels;
+    const int m = static_cast<int>(std::min<int64_t>(a.m, std::numeric_limits<int>::max()));
+    KILN_CHECK_OR_RETURN(m == a.m, KernelFailure, "%s: %lld rows is too many", kLinearOp, static_cast<long long>(a.m));
+    parallel_for(w8.panels, std::max<int64_t>(grain, 1),
+                 [&](int64_t p0, int64_t p1) { s.q->gemm_i8(w8, p0, p1, rows, m, bias, y, a.w.n); });
+    return Status::ok();
+  }
 
   if (s.blocks && a.m <= s.q->max_rows) {
     // Decode steps of a block format: rows of W split over the pool (W's bytes read once per call).

@@ -45,6 +45,54 @@ inline QPanels q_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t grou
   return p;
 }
 
+// compute="int8" (quant.h: x quantized per 32-block, integer dot products per block): the split
+// formats repacked once per program into panels of kI8Cols columns, the same at every level. Panel p
+// holds rows [p * 8, p * 8 + 8) of W (rows past N zero) as `groups` group blocks, each
+//   d[8] float16, then m[8] float16 (q4_1 only), then the group's 32-blocks (the last one of a
+//   q8_0 row of any length padded with zeros), each in steps of 32 bytes, 4 bytes per column:
+//   q8_0: 8 steps, step s = for each column c the int8 values of k = 4 s .. 4 s + 3;
+//   q4:   4 steps, step s = for each column c 4 bytes whose low nibbles are the raw values (0..15)
+//         of k = 4 s .. 4 s + 3 and whose high nibbles those of k = 16 + 4 s .. 16 + 4 s + 3,
+// so that one step times 4 input values broadcast to every column gives 8 columns' partial sums in
+// the lanes of one vector (no horizontal sums), and 4-bit panels stay 4 bits.
+constexpr int kI8Cols = 8;
+constexpr int64_t kI8Block = 32;
+
+struct QI8Panels {
+  const uint8_t* data = nullptr;
+  QScheme scheme = QScheme::Q8_0;
+  int64_t n = 0, k = 0, group = 0, groups = 0;
+  int64_t blocks = 0;        // 32-blocks per row: ceil(k / 32)
+  int64_t group_blocks = 0;  // 32-blocks per group: ceil(group / 32)
+  int64_t panels = 0;
+  int64_t scale_bytes = 0;  // d (and m) of a group
+  int64_t block_bytes = 0;  // one 32-block of 8 columns
+  int64_t group_bytes = 0;
+  int64_t panel_bytes = 0;
+};
+
+inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t group) {
+  QI8Panels p;
+  p.scheme = scheme, p.n = n, p.k = k, p.group = group, p.groups = k / group;
+  p.group_blocks = (group + kI8Block - 1) / kI8Block;
+  p.blocks = p.groups * p.group_blocks;
+  p.panels = (n + kI8Cols - 1) / kI8Cols;
+  p.scale_bytes = kI8Cols * 2 * (scheme == QScheme::Q4_1 ? 2 : 1);
+  p.block_bytes = scheme == QScheme::Q8_0 ? kI8Cols * kI8Block : kI8Cols * kI8Block / 2;
+  p.group_bytes = p.scale_bytes + p.group_blocks * p.block_bytes;
+  p.panel_bytes = p.groups * p.group_bytes;
+  return p;
+}
+
+// Rows of x quantized for compute="int8": qx int8 [rows][blocks * 32] (a short last block padded
+// with zeros), and per row and block the scale dx and the sum of its qx.
+struct QI8Rows {
+  const int8_t* qx = nullptr;
+  const float* dx = nullptr;
+  const int32_t* qsum = nullptr;
+  int64_t blocks = 0;  // per row; qx rows are blocks * 32 bytes apart
+};
+
 // A quantized matrix in its file layout (quant.h), for decoding rows of an embedding and, for the
 // block formats, the B panels of a linear.
 struct QRows {
@@ -86,6 +134,15 @@ struct QKernels {
   // A block format: columns [k0, k0 + kc) of rows [row0, row0 + rows) (rows <= nr) decoded into the
   // f32 GEMM's B panel dst[kc][nr] (column j = row row0 + j; columns past `rows` zero), bit-exact.
   void (*unpack_rows)(const QRows& w, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) = nullptr;
+  // compute="int8": one row x[k] quantized exactly as quant.h's quantize_row_int8 (the reference's
+  // bits), into qx[blocks * 32] (zero padded), dx[blocks] and qsum[blocks].
+  void (*quantize_i8)(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum) = nullptr;
+  // compute="int8": rows r < rows (any count) of quantized x against panels [p0, p1):
+  // y[r * ldy + j] = sum over blocks b, in order, of dx[b] * (d * isum + m * qsum[b]) (+ bias[j]),
+  // isum the exact integer dot product of the block: the reference's operations in its order, so
+  // the result is bit-exact and each row independent of the others.
+  void (*gemm_i8)(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
+                  int64_t ldy) = nullptr;
 };
 KILN_ISA_TABLE(QKernels, q_kernels)
 

@@ -212,6 +212,96 @@ KILN_TEST(quantized_linear_infinities_and_large_values_like_the_reference) {
   }
 }
 
+// compute="int8": the optimized tier quantizes x as the reference does and combines the exact
+// integer block sums in the reference's float order, so every result is bit-exact (tolerance 0),
+// which also makes each row of a batch independent of the others (the reference's rows are).
+KILN_TEST(quantized_linear_int8_matches_reference_exactly) {
+  for (const Case& c : kCases) {
+    for (const Shape& s : kShapes) {
+      const int64_t group = c.group != 0 ? c.group : 32;
+      const int64_t k = s.groups * group;
+      QWeight w = random_weight(c.scheme, s.n, k, c.group != 0 ? c.group : k);
+      TestTensor x = TestTensor::random({s.m, k});
+      TestTensor bias = TestTensor::random({s.n}, true);
+      for (bool with_bias : {false, true}) {
+        Args args = linear_args(x, w, with_bias ? &bias : nullptr, "int8");
+        const std::string what = format("int8 %s group %lld m=%lld n=%lld k=%lld bias=%d", c.scheme.c_str(),
+                                        (long long)w.group, (long long)s.m, (long long)s.n, (long long)k, with_bias);
+        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+  // q8_0 per output channel: rows of any length, the last 32-block short (zero padded in the panels
+  // and in the quantized rows).
+  for (int64_t k : {1, 5, 31, 33, 37, 100, 577}) {
+    for (int64_t m : {1, 3, 16, 17, 64}) {
+      QWeight w = random_weight("q8_0", 45, k, k);
+      TestTensor x = TestTensor::random({m, k});
+      const std::string what = format("int8 q8_0 per channel m=%lld k=%lld", (long long)m, (long long)k);
+      const int ran = expect_tiers_match(what, kLinear, linear_args(x, w, nullptr, "int8"), {m * 45}, Tolerance{0, 0});
+      KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
+// The bounds the integer sums rely on (q_int8.h): q8_0 weights of -128 and 127 against qx = +-127
+// (each pair of products of vpmaddubsw at 2 * 128 * 127, the most an int16 holds without saturating
+// after the sign trick), nibbles of 15 against +-127 (the 4-bit int16 sums at 30480); zero rows and
+// zero blocks (dx = 0); values near FLT_MAX and tiny subnormal ones (1 / dx overflows: the
+// reference's clamp then gives -127 for the zeros of that block); NaN and infinities in single
+// blocks (dx NaN or inf).
+KILN_TEST(quantized_linear_int8_extreme_values_like_the_reference) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (const Case& c : kCases) {
+    const int64_t k = c.group == 0 ? 96 : 2 * c.group, n = 21;
+    for (int weights = 0; weights < 3; ++weights) {
+      QWeight w = random_weight(c.scheme, n, k, c.group != 0 ? c.group : k);
+      uint8_t* q = w.q.t.data_as<uint8_t>();
+      for (int64_t i = 0; i < w.q.numel() && weights > 0; ++i) {
+        if (c.scheme == "q8_0")
+          q[i] = weights == 1 ? 0x80 : (i % 3 == 0 ? 0x7f : 0x80);  // -128, or -128 and 127
+        else
+          q[i] = weights == 1 ? 0xff : static_cast<uint8_t>(i % 5 == 0 ? 0x0f : 0xf0);  // 15, or 15 and 0
+      }
+      for (int64_t m : {1, 3, 5, 16, 17, 40}) {
+        TestTensor x = TestTensor::random({m, k});
+        float* f = x.f();
+        for (int64_t r = 0; r < m; ++r) {
+          float* row = f + r * k;
+          switch (r % 8) {
+            case 0:  // qx = +-127
+              for (int64_t i = 0; i < k; ++i) row[i] = i % 2 ? 1.0f : -1.0f;
+              break;
+            case 1:
+              for (int64_t i = 0; i < k; ++i) row[i] = 0.0f;
+              break;
+            case 2:  // one block of zeros, either sign
+              for (int64_t i = 0; i < 32; ++i) row[i] = i % 3 ? -0.0f : 0.0f;
+              break;
+            case 3:
+              for (int64_t i = 0; i < k; i += 7) row[i] = i % 2 ? 3e38f : -3.3e38f;
+              break;
+            case 4:
+              for (int64_t i = 0; i < 32; ++i) row[i] = i == 5 ? 1e-44f : (i % 4 ? 0.0f : -3e-45f);
+              break;
+            case 5: row[k - 1] = std::numeric_limits<float>::quiet_NaN(); break;
+            case 6: row[3] = kInf, row[k / 2] = -kInf; break;
+            default:
+              for (int64_t i = 0; i < k; ++i) row[i] = i % 2 ? 127.0f : -127.0f;
+              break;
+          }
+        }
+        TestTensor bias = TestTensor::random({n}, true);
+        const std::string what =
+            format("int8 %s group %lld weights %d m=%lld", c.scheme.c_str(), (long long)w.group, weights, (long long)m);
+        const int ran = expect_tiers_match(what, kLinear, linear_args(x, w, &bias, "int8"), {m * n}, Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+}
+
 KILN_TEST(quantized_embedding_matches_reference) {
   for (const Case& c : kCases) {
     for (int64_t k : {int64_t{32}, int64_t{128}, int64_t{576}}) {

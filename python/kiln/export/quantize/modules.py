@@ -49,7 +49,7 @@ docs/quantization.md for its measured error).
 The Python API
 --------------
 
-    quantize(model, scheme="int4", *, group_size=32, embeddings="int8", compute="float32",
+    quantize(model, scheme="int4", *, group_size=32, embeddings="int8", compute=None,
              include=None, exclude=None, inplace=False) -> torch.nn.Module
         Replaces every nn.Linear by QuantizedLinear and every nn.Embedding by
         QuantizedEmbedding (norms, biases and everything else stay float32) in a
@@ -57,7 +57,10 @@ The Python API
         result runs in eager PyTorch (reference kernels) and exports to the
         kiln_quantized operators. scheme: "int8" (q8_0, one scale per output
         channel unless group_size is given), "int4" (q4_1, asymmetric),
-        "int4_sym" (q4_0), or a scheme name above. embeddings: the scheme of
+        "int4_sym" (q4_0), "int8_dynamic" (q8_0 per output channel with
+        compute="int8": dynamic int8, the input quantized at run time), or a
+        scheme name above. compute: "float32" or "int8" (None: "int8" for
+        "int8_dynamic", "float32" otherwise). embeddings: the scheme of
         embeddings ("int8": q8_0 per row; "int4"...; None keeps them float32).
         A Linear whose weight is an Embedding's weight (a tied output projection)
         shares the embedding's quantized tensors. include/exclude: predicates on
@@ -119,6 +122,8 @@ _WHOLE_BLOCKS = {tid: e for tid, (_, _, e, _) in (*BLOCK_FORMATS.items(), *HALF_
 
 # User-facing names -> scheme.
 _ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
+# Names that also choose the compute (quantize()): name -> (scheme, compute).
+_DYNAMIC = {"int8_dynamic": ("int8", "int8")}
 
 
 def scheme_of(name: str) -> str:
@@ -127,7 +132,7 @@ def scheme_of(name: str) -> str:
     scheme = _ALIASES.get(name, name)
     if scheme not in SPLIT_SCHEMES:
         raise ValueError(f"unknown quantization scheme {name!r}; expected one of "
-                         f"{', '.join(list(_ALIASES) + list(SPLIT_SCHEMES))}")
+                         f"{', '.join(list(_ALIASES) + list(_DYNAMIC) + list(SPLIT_SCHEMES))}")
     return scheme
 
 
@@ -386,7 +391,7 @@ def _group_for(scheme: str, group_size: Optional[int], k: int) -> int:
 
 
 def quantize(model: nn.Module, scheme: str = "int4", *, group_size: Optional[int] = None,
-             embeddings: Optional[str] = "int8", compute: str = "float32",
+             embeddings: Optional[str] = "int8", compute: Optional[str] = None,
              include: Optional[Callable[[str], bool]] = None, exclude: Optional[Callable[[str], bool]] = None,
              inplace: bool = False) -> nn.Module:
     """Quantizes the weights of every nn.Linear and nn.Embedding (see the module docstring).
@@ -394,7 +399,15 @@ def quantize(model: nn.Module, scheme: str = "int4", *, group_size: Optional[int
     group_size: for "int8" default one scale per output channel (the row length),
     for the 4-bit schemes 32. A layer whose row length the group does not divide
     (or, for 4 bits, is not a multiple of 32) falls back to q8_0 per channel.
+    "int8_dynamic" is "int8" (per output channel unless group_size is given)
+    with compute="int8".
     """
+    if scheme in _DYNAMIC:
+        scheme, implied = _DYNAMIC[scheme]
+        if compute not in (None, implied):
+            raise ValueError(f"int8_dynamic computes in int8; compute={compute!r} contradicts it")
+        compute = implied
+    compute = "float32" if compute is None else compute
     linear_scheme = scheme_of(scheme)
     embedding_scheme = None if embeddings is None else scheme_of(embeddings)
     if compute not in ("float32", "int8"):

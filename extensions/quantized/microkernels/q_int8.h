@@ -1,0 +1,322 @@
+// compute="int8" for one instruction-set level (q_kernels.h: QI8Panels, QKernels::quantize_i8 and
+// gemm_i8): included by q_panels.inc inside its level namespace, so compiled once per level.
+//
+// Both steps repeat the reference (portable.cpp, quant.cpp) operation for operation:
+// - quantize_i8: per 32-block amax, d = amax / 127, inv = 1 / d, qx = clamp(round-half-even(x * inv))
+//   (the vector rounding is the same IEEE operation as std::nearbyint in the default mode, and
+//   max(v, -127) returns -127 for a NaN v like std::fmax); blocks that hold a NaN or an infinity,
+//   and a short last block, take the scalar code, which is the reference's loop;
+// - gemm_i8: the integer dot product of each block is exact whatever the order, then per block
+//   inner = d * isum (+ m * qsum), acc += dx * inner, blocks in order, bias last: the reference's
+//   float operations in its order (no FMA: -ffp-contract=off), so the result is bit-exact.
+//
+// AVX2 (and the AVX-512 level, which runs the same 256-bit code: a VNNI kernel would need a level
+// that requires the avx512_vnni feature, which kiln's levels do not have yet): vpmaddubsw takes an
+// unsigned and a signed byte operand and saturates the sum of each pair of products to int16:
+//   q4: unsigned = the raw nibble 0..15, signed = qx in [-127, 127]: a pair is at most
+//       2 * 15 * 127 = 3810, and the 8 pairs one block adds into an int16 lane at most 30480, below
+//       32767, so the int16 sums are exact and widen once per block (vpmaddwd by 1); q4_0 subtracts
+//       8 * sum(qx) afterwards (sum((q - 8) x) = sum(q x) - 8 sum(x), exact in integers);
+//   q8_0: the sign trick: unsigned = |w| (0..128; vpabsb of -128 is 0x80, 128 unsigned), signed =
+//       qx with w's sign (vpsignb; |qx| <= 127, so the negation never overflows): a pair is at most
+//       2 * 128 * 127 = 32512 < 32767, so no saturation; widened at once (vpmaddwd by 1).
+// NEON: widening multiplies (below); the baseline: the same loops in plain C++ on int32.
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The reference's quantize_row_int8 (quant.cpp) for one block of n <= 32 elements, plus its sum.
+inline void quantize_block_scalar(const float* xb, int64_t n, int8_t* qx, float* dx, int32_t* qsum) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(xb[i])) amax = xb[i];
+  }
+  const float d = amax / 127.0f;
+  const float inv = d == 0.0f || !std::isfinite(d) ? 0.0f : 1.0f / d;
+  int32_t sum = 0;
+  for (int64_t i = 0; i < kI8Block; ++i) {
+    int8_t q = 0;
+    if (i < n && std::isfinite(d)) {
+      const float v = std::nearbyint(xb[i] * inv);
+      q = static_cast<int8_t>(std::fmin(std::fmax(v, -127.0f), 127.0f));
+    }
+    qx[i] = q;
+    sum += q;
+  }
+  *dx = d;
+  *qsum = sum;
+}
+
+void quantize_i8(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum) {
+  for (int64_t b = 0; b * kI8Block < k; ++b) {
+    const float* xb = x + b * kI8Block;
+    const int64_t n = std::min<int64_t>(kI8Block, k - b * kI8Block);
+#if defined(__AVX2__)
+    if (n == kI8Block) {
+      const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+      const __m256 finite_max = _mm256_set1_ps(std::numeric_limits<float>::max());
+      __m256 v[4], amax = _mm256_setzero_ps();
+      int finite = 0xff;
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        const __m256 a = _mm256_and_ps(v[i], abs_mask);
+        finite &= _mm256_movemask_ps(_mm256_cmp_ps(a, finite_max, _CMP_LE_OQ));  // false for NaN
+        amax = _mm256_max_ps(amax, a);
+      }
+      if (finite == 0xff) {
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        const float d = _mm_cvtss_f32(m4) / 127.0f;
+        const float inv = d == 0.0f ? 0.0f : 1.0f / d;
+        const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+        __m256i q[4];
+        for (int i = 0; i < 4; ++i) {
+          const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          q[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));  // max(NaN, lo) is lo
+        }
+        const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        // packs interleave 128-bit lanes: a0-3 b0-3 c0-3 d0-3 | a4-7 ...; the permute restores the order.
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qx + b * kI8Block), ordered);
+        dx[b] = d;
+        qsum[b] = _mm_cvtsi128_si32(s4);
+        continue;
+      }
+    }
+#endif
+    quantize_block_scalar(xb, n, qx + b * kI8Block, dx + b, qsum + b);
+  }
+}
+
+#if defined(__AVX2__)
+// R rows of x (starting at row r0) against panel p: 8 columns in the lanes of one vector per row.
+template <QScheme S, int R>
+void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+  const int64_t ldq = x.blocks * kI8Block;
+  const int8_t* qx = x.qx + r0 * ldq;
+  const float* dx = x.dx + r0 * x.blocks;
+  const int32_t* qs = x.qsum + r0 * x.blocks;
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const uint8_t* gp = w.data + p * w.panel_bytes;
+  for (int64_t g = 0; g < w.groups; ++g, gp += w.group_bytes) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gp)));
+    const __m256 m = S == QScheme::Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gp + 16)))
+                                        : _mm256_setzero_ps();
+    const uint8_t* blk = gp + w.scale_bytes;
+    for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
+      const int64_t b = g * w.group_blocks + bb;
+      // The same block two panels on, once per panel (the first tile of rows): a decode step
+      // streams the panels from memory once, and this keeps more of those reads in flight (a
+      // hint: it changes no result).
+      for (int64_t line = 0; line < w.block_bytes && r0 == 0 && p + 2 < w.panels; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(blk + 2 * w.panel_bytes + line), _MM_HINT_T0);
+      __m256i isum[R];
+      if constexpr (S == QScheme::Q8_0) {
+        for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * s));
+          const __m256i aw = _mm256_abs_epi8(wv);
+          for (int r = 0; r < R; ++r) {
+            const __m256i xb = _mm256_set1_epi32(load_i32(qx + r * ldq + b * kI8Block + 4 * s));
+            const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, wv));
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(pairs, ones));
+          }
+        }
+      } else {
+        __m256i s16[R];
+        for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
+        for (int s = 0; s < 4; ++s) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * s));
+          const __m256i lo = _mm256_and_si256(raw, low4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          for (int r = 0; r < R; ++r) {
+            const int8_t* xb = qx + r * ldq + b * kI8Block;
+            const __m256i xl = _mm256_set1_epi32(load_i32(xb + 4 * s));
+            const __m256i xh = _mm256_set1_epi32(load_i32(xb + 16 + 4 * s));
+            s16[r] =
+                _mm256_add_epi16(s16[r], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
+          }
+        }
+        for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(s16[r], ones);
+      }
+      for (int r = 0; r < R; ++r) {
+        const int32_t qsum = qs[r * x.blocks + b];
+        __m256i is = isum[r];
+        if constexpr (S == QScheme::Q4_0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(8 * qsum));
+        // Exact conversion: |isum| <= 32 * 128 * 127 < 2^24.
+        __m256 inner = _mm256_mul_ps(d, _mm256_cvtepi32_ps(is));
+        if constexpr (S == QScheme::Q4_1)
+          inner = _mm256_add_ps(inner, _mm256_mul_ps(m, _mm256_set1_ps(static_cast<float>(qsum))));
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(dx[r * x.blocks + b]), inner));
+      }
+    }
+  }
+  const int64_t j0 = p * kI8Cols;
+  const int lanes = static_cast<int>(std::min<int64_t>(kI8Cols, w.n - j0));
+  alignas(32) float out[kI8Cols];
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(out, acc[r]);
+    float* yr = y + (r0 + r) * ldy + j0;
+    for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? out[c] + bias[j0 + c] : out[c];
+  }
+}
+constexpr int kI8Rows = 4;  // 4 float and 4 integer sums, the step's values and a broadcast: 16 registers
+#elif defined(KILN_Q_NEON)
+// One row at a time: per step, the 4 input values duplicated to every column, widening products
+// (vmull_s8: |w x| <= 128 * 127 fits int16) added in pairs into int32 lanes (vpadalq_s16), two
+// lanes per column until the block's end. (sdot would need the dotprod feature, which the NEON
+// level does not require.)
+template <QScheme S, int R>
+void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+  static_assert(R == 1, "one row at a time");
+  const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
+  const float* dx = x.dx + r0 * x.blocks;
+  const int32_t* qs = x.qsum + r0 * x.blocks;
+  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  const uint8_t* gp = w.data + p * w.panel_bytes;
+  for (int64_t g = 0; g < w.groups; ++g, gp += w.group_bytes) {
+    uint16x8_t dh, mh;
+    std::memcpy(&dh, gp, sizeof dh);
+    const float16x8_t d16 = vreinterpretq_f16_u16(dh);
+    const float32x4_t d[2] = {vcvt_f32_f16(vget_low_f16(d16)), vcvt_f32_f16(vget_high_f16(d16))};
+    float32x4_t m[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    if constexpr (S == QScheme::Q4_1) {
+      std::memcpy(&mh, gp + 16, sizeof mh);
+      const float16x8_t m16 = vreinterpretq_f16_u16(mh);
+      m[0] = vcvt_f32_f16(vget_low_f16(m16));
+      m[1] = vcvt_f32_f16(vget_high_f16(m16));
+    }
+    const uint8_t* blk = gp + w.scale_bytes;
+    for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
+      const int64_t b = g * w.group_blocks + bb;
+      const int8_t* xb = qx + b * kI8Block;
+      int32x4_t pairs[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};  // columns 2i, 2i + 1
+      auto step = [&](int8x16_t w0, int8x16_t w1, const int8_t* x4) {
+        const int8x16_t xv = vreinterpretq_s8_s32(vdupq_n_s32(load_i32(x4)));
+        pairs[0] = vpadalq_s16(pairs[0], vmull_s8(vget_low_s8(w0), vget_low_s8(xv)));
+        pairs[1] = vpadalq_s16(pairs[1], vmull_s8(vget_high_s8(w0), vget_high_s8(xv)));
+        pairs[2] = vpadalq_s16(pairs[2], vmull_s8(vget_low_s8(w1), vget_low_s8(xv)));
+        pairs[3] = vpadalq_s16(pairs[3], vmull_s8(vget_high_s8(w1), vget_high_s8(xv)));
+      };
+      if constexpr (S == QScheme::Q8_0) {
+        for (int s = 0; s < 8; ++s) {
+          step(vld1q_s8(reinterpret_cast<const int8_t*>(blk + 32 * s)),
+               vld1q_s8(reinterpret_cast<const int8_t*>(blk + 32 * s + 16)), xb + 4 * s);
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const uint8x16_t raw0 = vld1q_u8(blk + 32 * s), raw1 = vld1q_u8(blk + 32 * s + 16);
+          const uint8x16_t low4 = vdupq_n_u8(15);
+          step(vreinterpretq_s8_u8(vandq_u8(raw0, low4)), vreinterpretq_s8_u8(vandq_u8(raw1, low4)), xb + 4 * s);
+          step(vreinterpretq_s8_u8(vshrq_n_u8(raw0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(raw1, 4)), xb + 16 + 4 * s);
+        }
+      }
+      const int32_t qsum = qs[b];
+      int32x4_t isum[2] = {vpaddq_s32(pairs[0], pairs[1]), vpaddq_s32(pairs[2], pairs[3])};
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (S == QScheme::Q4_0) isum[h] = vsubq_s32(isum[h], vdupq_n_s32(8 * qsum));
+        float32x4_t inner = vmulq_f32(d[h], vcvtq_f32_s32(isum[h]));
+        if constexpr (S == QScheme::Q4_1)
+          inner = vaddq_f32(inner, vmulq_f32(m[h], vdupq_n_f32(static_cast<float>(qsum))));
+        acc[h] = vaddq_f32(acc[h], vmulq_f32(vdupq_n_f32(dx[b]), inner));
+      }
+    }
+  }
+  const int64_t j0 = p * kI8Cols;
+  const int lanes = static_cast<int>(std::min<int64_t>(kI8Cols, w.n - j0));
+  float out[kI8Cols];
+  vst1q_f32(out, acc[0]);
+  vst1q_f32(out + 4, acc[1]);
+  float* yr = y + r0 * ldy + j0;
+  for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? out[c] + bias[j0 + c] : out[c];
+}
+constexpr int kI8Rows = 1;
+#else
+// The same operations on int32 and float scalars, one row at a time.
+template <QScheme S, int R>
+void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+  static_assert(R == 1, "one row at a time");
+  const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
+  const float* dx = x.dx + r0 * x.blocks;
+  const int32_t* qs = x.qsum + r0 * x.blocks;
+  float acc[kI8Cols] = {};
+  const uint8_t* gp = w.data + p * w.panel_bytes;
+  for (int64_t g = 0; g < w.groups; ++g, gp += w.group_bytes) {
+    float d[kI8Cols], m[kI8Cols];
+    for (int c = 0; c < kI8Cols; ++c) {
+      d[c] = half_bits_to_float(static_cast<uint16_t>(gp[2 * c] | gp[2 * c + 1] << 8));
+      m[c] = S == QScheme::Q4_1 ? half_bits_to_float(static_cast<uint16_t>(gp[16 + 2 * c] | gp[16 + 2 * c + 1] << 8))
+                                : 0.0f;
+    }
+    const uint8_t* blk = gp + w.scale_bytes;
+    for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
+      const int64_t b = g * w.group_blocks + bb;
+      const int8_t* xb = qx + b * kI8Block;
+      int32_t isum[kI8Cols] = {};
+      if constexpr (S == QScheme::Q8_0) {
+        for (int s = 0; s < 8; ++s)
+          for (int c = 0; c < kI8Cols; ++c)
+            for (int t = 0; t < 4; ++t) isum[c] += static_cast<int8_t>(blk[32 * s + 4 * c + t]) * xb[4 * s + t];
+      } else {
+        for (int s = 0; s < 4; ++s)
+          for (int c = 0; c < kI8Cols; ++c)
+            for (int t = 0; t < 4; ++t) {
+              const uint8_t v = blk[32 * s + 4 * c + t];
+              isum[c] += (v & 15) * xb[4 * s + t] + (v >> 4) * xb[16 + 4 * s + t];
+            }
+      }
+      const int32_t qsum = qs[b];
+      for (int c = 0; c < kI8Cols; ++c) {
+        const int32_t is = S == QScheme::Q4_0 ? isum[c] - 8 * qsum : isum[c];
+        float inner = d[c] * static_cast<float>(is);
+        if constexpr (S == QScheme::Q4_1) inner = inner + m[c] * static_cast<float>(qsum);
+        acc[c] = acc[c] + dx[b] * inner;
+      }
+    }
+  }
+  const int64_t j0 = p * kI8Cols;
+  const int lanes = static_cast<int>(std::min<int64_t>(kI8Cols, w.n - j0));
+  float* yr = y + r0 * ldy + j0;
+  for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? acc[c] + bias[j0 + c] : acc[c];
+}
+constexpr int kI8Rows = 1;
+#endif
+
+// Panel by panel (its bytes stay in L1 while every tile of rows uses them), rows in tiles.
+template <QScheme S>
+void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
+                    int64_t ldy) {
+  for (int64_t p = p0; p < p1; ++p) {
+    int r0 = 0;
+    for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile<S, kI8Rows>(w, p, x, r0, bias, y, ldy);
+#if defined(__AVX2__)
+    switch (rows - r0) {
+      case 1: i8_tile<S, 1>(w, p, x, r0, bias, y, ldy); break;
+      case 2: i8_tile<S, 2>(w, p, x, r0, bias, y, ldy); break;
+      case 3: i8_tile<S, 3>(w, p, x, r0, bias, y, ldy); break;
+      default: break;
+    }
+#endif
+  }
+}
+
+void gemm_i8(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
+             int64_t ldy) {
+  switch (w.scheme) {
+    case QScheme::Q8_0: return gemm_i8_scheme<QScheme::Q8_0>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q4_0: return gemm_i8_scheme<QScheme::Q4_0>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q4_1: return gemm_i8_scheme<QScheme::Q4_1>(w, p0, p1, x, rows, bias, y, ldy);
+    default: return;  // compute=int8 takes the split formats only (linear_args)
+  }
+}
