@@ -5,7 +5,10 @@
 // With --small-m: the decode step of a batch of M = 1, 2, 4, 8, 16 sequences (M rows), its time and
 // time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32.
 //
-//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [--small-m] [filter]
+// With --int8: compute="int8" (q8_0 per channel and q4_0, 128 rows) beside the f32 linear at every
+// level from avx2 up, for MiniLM-L6's and SmolLM2-135M's shapes.
+//
+//   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [--small-m | --int8] [filter]
 //
 // Built with KILN_BUILD_TESTS (target quantized_bench). Kernels are called through the registry the
 // way a loaded method calls them (prepare: weights repacked once; then timed runs). Figures are
@@ -139,7 +142,7 @@ struct Weight {
 
 // A quantized (or, for "f32", a float) weight [n, k] and the kernel of y = x @ W^T on it.
 std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t n, int64_t k, Buffer& x, Buffer& y,
-                               Weight& w, int32_t tier, Isa isa) {
+                               Weight& w, int32_t tier, Isa isa, const char* compute) {
   if (scheme == "f32") {
     w.q = std::make_unique<Buffer>(std::vector<int64_t>{n, k}, ScalarType::Float32, true);
     w.bytes = static_cast<size_t>(n * k * 4);
@@ -173,13 +176,14 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
   }
   return std::make_unique<Prepared>("kiln_quantized::linear.default",
                                     std::vector<Value>{tensor(x), tensor(*w.q), tensor(*w.scales), mins, none(),
-                                                       string(scheme.c_str()), integer(group), string("float32")},
+                                                       string(scheme.c_str()), integer(group), string(compute)},
                                     &y.t, tier, isa);
 }
 
 // (seconds per call, weight bytes) of m rows against an [n, k] weight.
 std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, int64_t m, int64_t n, int64_t k,
-                                      int32_t tier, Isa isa, int threads, double batch_s = 0.3) {
+                                      int32_t tier, Isa isa, int threads, double batch_s = 0.3,
+                                      const char* compute = "float32") {
   Buffer x({m, k}, ScalarType::Float32, false), y({m, n}, ScalarType::Float32, false);
   Weight probe;
   std::vector<std::unique_ptr<Weight>> weights;
@@ -187,7 +191,7 @@ std::pair<double, size_t> time_linear(const std::string& scheme, int64_t group, 
   size_t bytes = 0;
   do {  // decode steps: copies totalling >= 256 MB, so that the weights come from memory
     weights.push_back(std::make_unique<Weight>());
-    kernels.push_back(make(scheme, group, n, k, x, y, *weights.back(), tier, isa));
+    kernels.push_back(make(scheme, group, n, k, x, y, *weights.back(), tier, isa, compute));
     if (!kernels.back()->ok()) return {0, 0};
     bytes += weights.back()->bytes;
   } while (m <= 16 && bytes < (size_t{256} << 20));
@@ -201,11 +205,13 @@ int main(int argc, char** argv) {
   int threads = 1;
   Isa isa = detected_isa();
   std::string filter;
-  bool small_m = false;
+  bool small_m = false, int8 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--small-m") {
       small_m = true;
+    } else if (a == "--int8") {
+      int8 = true;
     } else if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (a == "--isa" && i + 1 < argc) {
@@ -230,6 +236,32 @@ int main(int argc, char** argv) {
                           {"gate/up 1536x576", 1536, 576},
                           {"down 576x1536", 576, 1536},
                           {"lm head 49152x576", 49152, 576}};
+  if (int8) {
+    // compute="int8" against the f32 linear, at every level from avx2 up that this CPU runs (--isa
+    // is ignored): prefill chunks of MiniLM-L6's and SmolLM2-135M's linears, 128 rows.
+    const Shape int8_shapes[] = {{"minilm qkvo 384x384", 384, 384},
+                                 {"minilm up 1536x384", 1536, 384},
+                                 {"minilm down 384x1536", 384, 1536},
+                                 {"smol gate/up 1536x576", 1536, 576},
+                                 {"smol down 576x1536", 576, 1536}};
+    std::printf("%-22s %-6s %-12s %12s %12s %12s\n", "shape (M=128)", "scheme", "level", "int8 us", "f32 us",
+                "int8 / f32");
+    for (const Shape& s : int8_shapes) {
+      for (const char* sc : {"q8_0", "q4_0"}) {
+        const std::string label = std::string(s.name) + " " + sc;
+        if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+        for (Isa level : supported_isas()) {
+          if (level == Isa::Baseline) continue;
+          const int64_t group = std::string(sc) == "q8_0" ? s.k : 32;  // q8_0 per channel: int8_dynamic's
+          const double q = time_linear(sc, group, 128, s.n, s.k, kTierOptimized, level, threads, 0.2, "int8").first;
+          const double f = time_linear("f32", 0, 128, s.n, s.k, kTierOptimized, level, threads, 0.2).first;
+          std::printf("%-22s %-6s %-12s %12.1f %12.1f %12.2f\n", s.name, sc, isa_name(level), q * 1e6, f * 1e6, q / f);
+          std::fflush(stdout);
+        }
+      }
+    }
+    return 0;
+  }
   if (small_m) {
     // A batched decode step: M rows against weights from memory (copies of at least 256 MB).
     const int64_t ms[] = {1, 2, 4, 8, 16};

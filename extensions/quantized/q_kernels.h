@@ -85,7 +85,9 @@ inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t
 }
 
 // Rows of x quantized for compute="int8": qx int8 [rows][blocks * 32] (a short last block padded
-// with zeros), and per row and block the scale dx and the sum of its qx.
+// with zeros), and per row and block the scale dx and the sum of its qx. The level's quantize_i8
+// writes them and its gemm_i8 reads them: at avx512_vnni qx holds the unsigned bytes qx + 128
+// (q_int8.h), the other levels store qx itself.
 struct QI8Rows {
   const int8_t* qx = nullptr;
   const float* dx = nullptr;
@@ -135,7 +137,7 @@ struct QKernels {
   // f32 GEMM's B panel dst[kc][nr] (column j = row row0 + j; columns past `rows` zero), bit-exact.
   void (*unpack_rows)(const QRows& w, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) = nullptr;
   // compute="int8": one row x[k] quantized exactly as quant.h's quantize_row_int8 (the reference's
-  // bits), into qx[blocks * 32] (zero padded), dx[blocks] and qsum[blocks].
+  // bits), into qx[blocks * 32] (zero padded; + 128 at avx512_vnni, QI8Rows), dx[blocks] and qsum[blocks].
   void (*quantize_i8)(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum) = nullptr;
   // compute="int8": rows r < rows (any count) of quantized x against panels [p0, p1):
   // y[r * ldy + j] = sum over blocks b, in order, of dx[b] * (d * isum + m * qsum[b]) (+ bias[j]),

@@ -132,7 +132,7 @@ def detected_isa() -> str:
 
 def isa_levels() -> list[str]:
     """The instruction-set levels kiln's microkernels are built for on this architecture, lowest
-    first (e.g. ["baseline", "avx2", "avx512"]): the spellings of kiln.load(isa=...) and KILN_ISA."""
+    first (e.g. ["baseline", "avx2", "avx512", "avx512_vnni"]): the spellings of kiln.load(isa=...) and KILN_ISA."""
     return list(_kiln.isa_levels())
 
 

@@ -10,9 +10,9 @@
 //   inner = d * isum (+ m * qsum), acc += dx * inner, blocks in order, bias last: the reference's
 //   float operations in its order (no FMA: -ffp-contract=off), so the result is bit-exact.
 //
-// AVX2 (and the AVX-512 level, which runs the same 256-bit code: a VNNI kernel would need a level
-// that requires the avx512_vnni feature, which kiln's levels do not have yet): vpmaddubsw takes an
-// unsigned and a signed byte operand and saturates the sum of each pair of products to int16:
+// AVX2 (and the AVX-512 level, which runs the same 256-bit code with more rows per tile, having 32
+// vector registers): vpmaddubsw takes an unsigned and a signed byte operand and saturates the sum of
+// each pair of products to int16:
 //   q4: unsigned = the raw nibble 0..15, signed = qx in [-127, 127]: a pair is at most
 //       2 * 15 * 127 = 3810, and the 8 pairs one block adds into an int16 lane at most 30480, below
 //       32767, so the int16 sums are exact and widen once per block (vpmaddwd by 1); q4_0 subtracts
@@ -20,6 +20,12 @@
 //   q8_0: the sign trick: unsigned = |w| (0..128; vpabsb of -128 is 0x80, 128 unsigned), signed =
 //       qx with w's sign (vpsignb; |qx| <= 127, so the negation never overflows): a pair is at most
 //       2 * 128 * 127 = 32512 < 32767, so no saturation; widened at once (vpmaddwd by 1).
+// avx512_vnni: vpdpbusd multiplies 4 unsigned bytes by 4 signed ones and adds the 4 products to an
+// int32 lane without saturating. quantize_i8 stores qx + 128 (1..255, unsigned), so x is always
+// the unsigned operand and the weights (q8_0's int8, or the nibbles 0..15) the signed one, with no
+// sign trick: sum((qx + 128) w) - 128 sum(w) = sum(qx w), where sum(w) per column and block is one
+// more vpdpbusd of the weights against bytes of 1, shared by every row of the tile. A lane adds at
+// most 32 * 255 * 128 < 2^21: exact. 512-bit vectors hold two panels (16 columns).
 // NEON: widening multiplies (below); the baseline: the same loops in plain C++ on int32.
 
 inline int32_t load_i32(const int8_t* p) {
@@ -85,7 +91,10 @@ void quantize_i8(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
         // packs interleave 128-bit lanes: a0-3 b0-3 c0-3 d0-3 | a4-7 ...; the permute restores the order.
         const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        const __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+#if defined(__AVX512VNNI__)
+        ordered = _mm256_xor_si256(ordered, _mm256_set1_epi8(static_cast<char>(0x80)));  // + 128
+#endif
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(qx + b * kI8Block), ordered);
         dx[b] = d;
         qsum[b] = _mm_cvtsi128_si32(s4);
@@ -94,10 +103,108 @@ void quantize_i8(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum
     }
 #endif
     quantize_block_scalar(xb, n, qx + b * kI8Block, dx + b, qsum + b);
+#if defined(__AVX512VNNI__)
+    for (int64_t i = 0; i < kI8Block; ++i) qx[b * kI8Block + i] = static_cast<int8_t>(qx[b * kI8Block + i] ^ 0x80);
+#endif
   }
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX512VNNI__)
+// Two 256-bit rows of panel bytes, of panels a and b, as one 512-bit vector.
+inline __m512i load_panel_pair(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+inline __m512 load_scale_pair(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+}
+
+// R rows of x (starting at row r0) against panels p (lanes 0-7) and p2 (lanes 8-15); p2 == p for a
+// last odd panel, whose second half is computed and dropped.
+template <QScheme S, int R>
+void i8_tile_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, const float* bias, float* y,
+                  int64_t ldy) {
+  const int64_t ldq = x.blocks * kI8Block;
+  const int8_t* qx = x.qx + r0 * ldq;  // qx + 128
+  const float* dx = x.dx + r0 * x.blocks;
+  const int32_t* qs = x.qsum + r0 * x.blocks;
+  const __m512i ones = _mm512_set1_epi8(1), low4 = _mm512_set1_epi8(15);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const uint8_t* ga = w.data + p * w.panel_bytes;
+  const uint8_t* gb = w.data + p2 * w.panel_bytes;
+  for (int64_t g = 0; g < w.groups; ++g, ga += w.group_bytes, gb += w.group_bytes) {
+    const __m512 d = load_scale_pair(ga, gb);
+    const __m512 m = S == QScheme::Q4_1 ? load_scale_pair(ga + 16, gb + 16) : _mm512_setzero_ps();
+    const uint8_t* ba = ga + w.scale_bytes;
+    const uint8_t* bb_ = gb + w.scale_bytes;
+    for (int64_t bb = 0; bb < w.group_blocks; ++bb, ba += w.block_bytes, bb_ += w.block_bytes) {
+      const int64_t b = g * w.group_blocks + bb;
+      // The next pair's block, once per pair (the first tile of rows): a hint, as in the AVX2 tile.
+      for (int64_t line = 0; line < w.block_bytes && r0 == 0 && p2 + 2 < w.panels; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ba + 2 * w.panel_bytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(bb_ + 2 * w.panel_bytes + line), _MM_HINT_T0);
+      }
+      __m512i isum[R], wsum = _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+      const int8_t* xb = qx + b * kI8Block;
+      if constexpr (S == QScheme::Q8_0) {
+        for (int s = 0; s < 8; ++s) {
+          const __m512i wv = load_panel_pair(ba + 32 * s, bb_ + 32 * s);
+          wsum = _mm512_dpbusd_epi32(wsum, ones, wv);
+          for (int r = 0; r < R; ++r)
+            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xb + r * ldq + 4 * s)), wv);
+        }
+      } else {
+        for (int s = 0; s < 4; ++s) {
+          const __m512i raw = load_panel_pair(ba + 32 * s, bb_ + 32 * s);
+          const __m512i lo = _mm512_and_si512(raw, low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+          wsum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(wsum, ones, lo), ones, hi);
+          for (int r = 0; r < R; ++r) {
+            const int8_t* xr = xb + r * ldq;
+            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 4 * s)), lo);
+            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 16 + 4 * s)), hi);
+          }
+        }
+      }
+      const __m512i bias128 = _mm512_slli_epi32(wsum, 7);
+      for (int r = 0; r < R; ++r) {
+        const int32_t qsum = qs[r * x.blocks + b];
+        __m512i is = _mm512_sub_epi32(isum[r], bias128);
+        if constexpr (S == QScheme::Q4_0) is = _mm512_sub_epi32(is, _mm512_set1_epi32(8 * qsum));
+        // Exact conversion: |isum| <= 32 * 128 * 127 < 2^24.
+        __m512 inner = _mm512_mul_ps(d, _mm512_cvtepi32_ps(is));
+        if constexpr (S == QScheme::Q4_1)
+          inner = _mm512_add_ps(inner, _mm512_mul_ps(m, _mm512_set1_ps(static_cast<float>(qsum))));
+        acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_set1_ps(dx[r * x.blocks + b]), inner));
+      }
+    }
+  }
+  alignas(64) float out[2 * kI8Cols];
+  const int64_t ja = p * kI8Cols, jb = p2 * kI8Cols;
+  const int lanes_a = static_cast<int>(std::min<int64_t>(kI8Cols, w.n - ja));
+  const int lanes_b = p2 == p ? 0 : static_cast<int>(std::min<int64_t>(kI8Cols, w.n - jb));
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(out, acc[r]);
+    float* yr = y + (r0 + r) * ldy;
+    for (int c = 0; c < lanes_a; ++c) yr[ja + c] = bias != nullptr ? out[c] + bias[ja + c] : out[c];
+    for (int c = 0; c < lanes_b; ++c) yr[jb + c] = bias != nullptr ? out[kI8Cols + c] + bias[jb + c] : out[kI8Cols + c];
+  }
+}
+
+template <QScheme S, int R>
+void i8_tail_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, int left,
+                  const float* bias, float* y, int64_t ldy) {
+  if constexpr (R >= 1) {
+    if (left == R) return i8_tile_vnni<S, R>(w, p, p2, x, r0, bias, y, ldy);
+    i8_tail_vnni<S, R - 1>(w, p, p2, x, r0, left, bias, y, ldy);
+  }
+}
+constexpr int kI8Rows = 8;  // 8 float and 8 integer sums of 16 lanes, the weights and their sums: of 32 registers
+#elif defined(__AVX2__)
 // R rows of x (starting at row r0) against panel p: 8 columns in the lanes of one vector per row.
 template <QScheme S, int R>
 void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
@@ -171,7 +278,11 @@ void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const 
     for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? out[c] + bias[j0 + c] : out[c];
   }
 }
+#if defined(__AVX512F__)
+constexpr int kI8Rows = 8;  // 8 float and 8 integer sums, the step's values and a broadcast: of 32 registers
+#else
 constexpr int kI8Rows = 4;  // 4 float and 4 integer sums, the step's values and a broadcast: 16 registers
+#endif
 #elif defined(KILN_Q_NEON)
 // One row at a time: per step, the 4 input values duplicated to every column, widening products
 // (vmull_s8: |w x| <= 128 * 127 fits int16) added in pairs into int32 lanes (vpadalq_s16), two
@@ -293,6 +404,17 @@ void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const 
 constexpr int kI8Rows = 1;
 #endif
 
+#if !defined(__AVX512VNNI__)
+// The last `left` (< kI8Rows) rows as one tile of that height.
+template <QScheme S, int R>
+void i8_tail(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, int left, const float* bias, float* y,
+             int64_t ldy) {
+  if constexpr (R >= 1) {
+    if (left == R) return i8_tile<S, R>(w, p, x, r0, bias, y, ldy);
+    i8_tail<S, R - 1>(w, p, x, r0, left, bias, y, ldy);
+  }
+}
+
 // Panel by panel (its bytes stay in L1 while every tile of rows uses them), rows in tiles.
 template <QScheme S>
 void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
@@ -300,16 +422,22 @@ void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x
   for (int64_t p = p0; p < p1; ++p) {
     int r0 = 0;
     for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile<S, kI8Rows>(w, p, x, r0, bias, y, ldy);
-#if defined(__AVX2__)
-    switch (rows - r0) {
-      case 1: i8_tile<S, 1>(w, p, x, r0, bias, y, ldy); break;
-      case 2: i8_tile<S, 2>(w, p, x, r0, bias, y, ldy); break;
-      case 3: i8_tile<S, 3>(w, p, x, r0, bias, y, ldy); break;
-      default: break;
-    }
-#endif
+    if (r0 < rows) i8_tail<S, kI8Rows - 1>(w, p, x, r0, rows - r0, bias, y, ldy);
   }
 }
+#else
+// Panels two by two (their bytes stay in L1 while every tile of rows uses them), rows in tiles.
+template <QScheme S>
+void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
+                    int64_t ldy) {
+  for (int64_t p = p0; p < p1; p += 2) {
+    const int64_t p2 = p + 1 < p1 ? p + 1 : p;
+    int r0 = 0;
+    for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile_vnni<S, kI8Rows>(w, p, p2, x, r0, bias, y, ldy);
+    if (r0 < rows) i8_tail_vnni<S, kI8Rows - 1>(w, p, p2, x, r0, rows - r0, bias, y, ldy);
+  }
+}
+#endif
 
 void gemm_i8(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
              int64_t ldy) {

@@ -95,7 +95,7 @@ typedef struct kiln_build_info {
   uint32_t api_version;        /* the newest C API version this library serves */
   uint32_t abi_version;        /* KILN_ABI_VERSION of the C++ plugin interface */
   const char* runtime_library; /* path of the file holding the registries */
-  const char* detected_isa;    /* "avx512", "avx2", "neon", "baseline" */
+  const char* detected_isa;    /* "avx512_vnni", "avx512", "avx2", "neon", "baseline" */
   const char* compiler;        /* what built the library */
 } kiln_build_info;
 

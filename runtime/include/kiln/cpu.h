@@ -29,7 +29,7 @@ enum class Isa : uint8_t {
 #undef KILN_ISA_ENUM_
 };
 
-// "baseline", "avx2", "avx512", "neon" (cpu_list.h); "unknown" for a value no level has.
+// "baseline", "avx2", "avx512", "avx512_vnni", "neon" (cpu_list.h); "unknown" for a value no level has.
 KILN_API const char* isa_name(Isa isa) noexcept;
 // Inverse of isa_name over every level of every architecture; false for an unknown name.
 KILN_API bool parse_isa(const char* name, Isa* out) noexcept;

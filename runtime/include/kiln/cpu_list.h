@@ -42,6 +42,11 @@
         KILN_CPU_FEATURE_BIT(Avx512f) | KILN_CPU_FEATURE_BIT(Avx512bw) | KILN_CPU_FEATURE_BIT(Avx512dq) |            \
         KILN_CPU_FEATURE_BIT(Avx512vl),                                                                              \
     "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c")                                                \
+  X(ctx, Avx512Vnni, avx512_vnni, x86_64, 4,                                                                         \
+    KILN_CPU_FEATURE_BIT(Avx2) | KILN_CPU_FEATURE_BIT(Fma) | KILN_CPU_FEATURE_BIT(F16c) |                            \
+        KILN_CPU_FEATURE_BIT(Avx512f) | KILN_CPU_FEATURE_BIT(Avx512bw) | KILN_CPU_FEATURE_BIT(Avx512dq) |            \
+        KILN_CPU_FEATURE_BIT(Avx512vl) | KILN_CPU_FEATURE_BIT(Avx512Vnni),                                           \
+    "-mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c")                                   \
   X(ctx, Neon, neon, aarch64, 3, KILN_CPU_FEATURE_BIT(Neon), "")
 
 // The architecture kiln is compiled for, as the list's arch names it.

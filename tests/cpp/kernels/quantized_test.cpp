@@ -233,9 +233,9 @@ KILN_TEST(quantized_linear_int8_matches_reference_exactly) {
     }
   }
   // q8_0 per output channel: rows of any length, the last 32-block short (zero padded in the panels
-  // and in the quantized rows).
+  // and in the quantized rows); row counts that leave every remainder of a tile of 4 and of 8 rows.
   for (int64_t k : {1, 5, 31, 33, 37, 100, 577}) {
-    for (int64_t m : {1, 3, 16, 17, 64}) {
+    for (int64_t m : {1, 2, 3, 7, 12, 14, 16, 17, 64}) {
       QWeight w = random_weight("q8_0", 45, k, k);
       TestTensor x = TestTensor::random({m, k});
       const std::string what = format("int8 q8_0 per channel m=%lld k=%lld", (long long)m, (long long)k);
