@@ -261,8 +261,8 @@ def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[i
             for _ in range(2):
                 ours.append(bench_kiln(program, n, rounds))
                 theirs.append(bench_llama_cpp(source, n, rounds))
-            best = lambda runs, key: max(r[key] for r in runs)  # noqa: E731
-            kp, lp, kd, ld = best(ours, "prefill"), best(theirs, "prefill"), best(ours, "decode"), best(theirs, "decode")
+            kp, lp = max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs)
+            kd, ld = max(r["decode"] for r in ours), max(r["decode"] for r in theirs)
             row = [fmt, n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}"]
             rows.append(row)
             print("  " + " | ".join(map(str, row)), flush=True)

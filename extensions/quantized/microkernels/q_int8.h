@@ -116,9 +116,9 @@ inline __m512i load_panel_pair(const uint8_t* a, const uint8_t* b) {
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
 }
 inline __m512 load_scale_pair(const uint8_t* a, const uint8_t* b) {
-  return _mm512_cvtph_ps(_mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
+  return _mm512_cvtph_ps(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
 }
 
 // R rows of x (starting at row r0) against panels p (lanes 0-7) and p2 (lanes 8-15); p2 == p for a
@@ -196,8 +196,8 @@ void i8_tile_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, i
 }
 
 template <QScheme S, int R>
-void i8_tail_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, int left,
-                  const float* bias, float* y, int64_t ldy) {
+void i8_tail_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, int left, const float* bias,
+                  float* y, int64_t ldy) {
   if constexpr (R >= 1) {
     if (left == R) return i8_tile_vnni<S, R>(w, p, p2, x, r0, bias, y, ldy);
     i8_tail_vnni<S, R - 1>(w, p, p2, x, r0, left, bias, y, ldy);
