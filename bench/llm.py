@@ -145,6 +145,16 @@ def bench_int8_compute(workdir: Path, threads: list[int], rounds: int) -> None:
     print(f"\nload average after the run: {load_average()}")
 
 
+def print_table(header: list, rows: list) -> None:
+    """The rows as a Markdown table, then the load average."""
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+    print(f"\nload average after the run: {load_average()}")
+
+
 def load_average() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -266,12 +276,7 @@ def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[i
             row = [fmt, n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}"]
             rows.append(row)
             print("  " + " | ".join(map(str, row)), flush=True)
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(map(str, row)) + " |")
-    print(f"\nload average after the run: {load_average()}")
+    print_table(header, rows)
 
 
 def main() -> int:
@@ -347,12 +352,7 @@ def main() -> int:
                      f"{r['decode']:.1f}", "", "", ""])
     header = ["weights", "threads", "prefill tok/s (share of FMA peak)", "prefill tok/CPU-s (share)", "decode tok/s",
               "decode tok/CPU-s", "decode bandwidth bound tok/s: share", "FMA peak GFLOP/s"]
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(map(str, row)) + " |")
-    print(f"\nload average after the run: {load_average()}")
+    print_table(header, rows)
     return 0
 
 
