@@ -17,8 +17,8 @@ through _unsafe_reset_threadpool before its programs load):
   transformer optimizer), SmolLM2-135M prefill of 64 tokens and one decode step
   after it (ORT through IO binding, its KV caches bound once). Every round runs
   each runtime once on the same inputs (the order rotates from round to round,
-  and each call starts once the previous runtime's worker threads have stopped
-  spinning); the tables show medians, kiln/ORT and kiln/torch, the verdict
+  and each timed call starts once the previous runtime's worker threads have stopped
+  spinning and the runtime's own untimed lead-in call has woken its threads); the tables show medians, kiln/ORT and kiln/torch, the verdict
   against kiln <= 0.85x ORT, each runtime's error against eager torch (max abs
   difference / max abs of the output) and the peak RSS growth of loading and
   running the model, measured in a fresh subprocess per runtime so that no
@@ -745,9 +745,10 @@ def interleaved(calls: dict, rounds: int, budget: float, min_rounds: int = 3, re
     """Median seconds per call of each callable, and the number of rounds run.
 
     Every round times `repeat` (or `repeats[name]`) back-to-back calls of each callable, after the
-    previous runtime's threads have settled, starting with a different one each
-    round. Stops after `rounds` rounds, or after `min_rounds` once `budget`
-    seconds have passed.
+    previous runtime's threads have settled and one untimed call of its own (which wakes its
+    threads: on a VM a thread pool woken from idle for a single timed call lost most of its
+    second thread's gain, docs/quantization.md), starting with a different one each round.
+    Stops after `rounds` rounds, or after `min_rounds` once `budget` seconds have passed.
     """
     names = list(calls)
     for _ in range(warmup):
@@ -761,6 +762,7 @@ def interleaved(calls: dict, rounds: int, budget: float, min_rounds: int = 3, re
         for name in names[shift:] + names[:shift]:
             fn, reps = calls[name], (repeats or {}).get(name, repeat)
             settle()
+            fn()
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
