@@ -18,9 +18,10 @@ through _unsafe_reset_threadpool before its programs load):
   after it (ORT through IO binding, its KV caches bound once). Every round runs
   each runtime once on the same inputs (the order rotates from round to round,
   and each timed call starts once the previous runtime's worker threads have stopped
-  spinning and the runtime's own untimed lead-in call has woken its threads); the tables show medians, kiln/ORT and kiln/torch, the verdict
-  against kiln <= 0.85x ORT, each runtime's error against eager torch (max abs
-  difference / max abs of the output) and the peak RSS growth of loading and
+  spinning and the runtime's own untimed lead-in call has woken its threads); the
+  tables show medians, kiln/ORT and kiln/torch, the verdict against kiln <= 0.85x ORT,
+  each runtime's error against eager torch (max abs difference / max abs of the
+  output) and the peak RSS growth of loading and
   running the model, measured in a fresh subprocess per runtime so that no
   runtime's memory hides another's.
 - ExecuTorch 1.5.1 with its XNNPACK delegate (bench/peers.py), fp32, in the same rounds and
