@@ -124,8 +124,8 @@ inline __m512 load_scale_pair(const uint8_t* a, const uint8_t* b) {
 // R rows of x (starting at row r0) against panels p (lanes 0-7) and p2 (lanes 8-15); p2 == p for a
 // last odd panel, whose second half is computed and dropped.
 template <QScheme S, int R>
-void i8_tile_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, const float* bias, float* y,
-                  int64_t ldy) {
+void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, const float* bias, float* y,
+             int64_t ldy) {
   const int64_t ldq = x.blocks * kI8Block;
   const int8_t* qx = x.qx + r0 * ldq;  // qx + 128
   const float* dx = x.dx + r0 * x.blocks;
@@ -195,19 +195,13 @@ void i8_tile_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, i
   }
 }
 
-template <QScheme S, int R>
-void i8_tail_vnni(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, int left, const float* bias,
-                  float* y, int64_t ldy) {
-  if constexpr (R >= 1) {
-    if (left == R) return i8_tile_vnni<S, R>(w, p, p2, x, r0, bias, y, ldy);
-    i8_tail_vnni<S, R - 1>(w, p, p2, x, r0, left, bias, y, ldy);
-  }
-}
 constexpr int kI8Rows = 8;  // 8 float and 8 integer sums of 16 lanes, the weights and their sums: of 32 registers
+constexpr int kI8TilePanels = 2;
 #elif defined(__AVX2__)
 // R rows of x (starting at row r0) against panel p: 8 columns in the lanes of one vector per row.
 template <QScheme S, int R>
-void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
+             float* y, int64_t ldy) {
   const int64_t ldq = x.blocks * kI8Block;
   const int8_t* qx = x.qx + r0 * ldq;
   const float* dx = x.dx + r0 * x.blocks;
@@ -283,13 +277,15 @@ constexpr int kI8Rows = 8;  // 8 float and 8 integer sums, the step's values and
 #else
 constexpr int kI8Rows = 4;  // 4 float and 4 integer sums, the step's values and a broadcast: 16 registers
 #endif
+constexpr int kI8TilePanels = 1;
 #elif defined(KILN_Q_NEON)
 // One row at a time: per step, the 4 input values duplicated to every column, widening products
 // (vmull_s8: |w x| <= 128 * 127 fits int16) added in pairs into int32 lanes (vpadalq_s16), two
 // lanes per column until the block's end. (sdot would need the dotprod feature, which the NEON
 // level does not require.)
 template <QScheme S, int R>
-void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
+             float* y, int64_t ldy) {
   static_assert(R == 1, "one row at a time");
   const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
   const float* dx = x.dx + r0 * x.blocks;
@@ -353,10 +349,12 @@ void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const 
   for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? out[c] + bias[j0 + c] : out[c];
 }
 constexpr int kI8Rows = 1;
+constexpr int kI8TilePanels = 1;
 #else
 // The same operations on int32 and float scalars, one row at a time.
 template <QScheme S, int R>
-void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const float* bias, float* y, int64_t ldy) {
+void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
+             float* y, int64_t ldy) {
   static_assert(R == 1, "one row at a time");
   const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
   const float* dx = x.dx + r0 * x.blocks;
@@ -402,42 +400,31 @@ void i8_tile(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, const 
   for (int c = 0; c < lanes; ++c) yr[c] = bias != nullptr ? acc[c] + bias[j0 + c] : acc[c];
 }
 constexpr int kI8Rows = 1;
+constexpr int kI8TilePanels = 1;
 #endif
 
-#if !defined(__AVX512VNNI__)
 // The last `left` (< kI8Rows) rows as one tile of that height.
 template <QScheme S, int R>
-void i8_tail(const QI8Panels& w, int64_t p, const QI8Rows& x, int64_t r0, int left, const float* bias, float* y,
-             int64_t ldy) {
+void i8_tail(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, int left, const float* bias,
+             float* y, int64_t ldy) {
   if constexpr (R >= 1) {
-    if (left == R) return i8_tile<S, R>(w, p, x, r0, bias, y, ldy);
-    i8_tail<S, R - 1>(w, p, x, r0, left, bias, y, ldy);
+    if (left == R) return i8_tile<S, R>(w, p, p2, x, r0, bias, y, ldy);
+    i8_tail<S, R - 1>(w, p, p2, x, r0, left, bias, y, ldy);
   }
 }
 
-// Panel by panel (its bytes stay in L1 while every tile of rows uses them), rows in tiles.
+// kI8TilePanels panels at a time, p to p2 (their bytes stay in L1 while every tile of rows uses
+// them; a last odd panel of a pair is p2 == p), rows in tiles.
 template <QScheme S>
 void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
                     int64_t ldy) {
-  for (int64_t p = p0; p < p1; ++p) {
+  for (int64_t p = p0; p < p1; p += kI8TilePanels) {
+    const int64_t p2 = std::min<int64_t>(p + kI8TilePanels - 1, p1 - 1);
     int r0 = 0;
-    for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile<S, kI8Rows>(w, p, x, r0, bias, y, ldy);
-    if (r0 < rows) i8_tail<S, kI8Rows - 1>(w, p, x, r0, rows - r0, bias, y, ldy);
+    for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile<S, kI8Rows>(w, p, p2, x, r0, bias, y, ldy);
+    if (r0 < rows) i8_tail<S, kI8Rows - 1>(w, p, p2, x, r0, rows - r0, bias, y, ldy);
   }
 }
-#else
-// Panels two by two (their bytes stay in L1 while every tile of rows uses them), rows in tiles.
-template <QScheme S>
-void gemm_i8_scheme(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
-                    int64_t ldy) {
-  for (int64_t p = p0; p < p1; p += 2) {
-    const int64_t p2 = p + 1 < p1 ? p + 1 : p;
-    int r0 = 0;
-    for (; r0 + kI8Rows <= rows; r0 += kI8Rows) i8_tile_vnni<S, kI8Rows>(w, p, p2, x, r0, bias, y, ldy);
-    if (r0 < rows) i8_tail_vnni<S, kI8Rows - 1>(w, p, p2, x, r0, rows - r0, bias, y, ldy);
-  }
-}
-#endif
 
 void gemm_i8(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
              int64_t ldy) {
