@@ -249,15 +249,20 @@ def requantize(gguf: Path, out: Path, fmt: str) -> None:
         raise RuntimeError(f"llama_model_quantize to {fmt} failed ({rc})")
 
 
+def side_by_side(program: Path, gguf: Path, threads: int, rounds: int) -> tuple:
+    """kiln on program and llama.cpp on gguf, alternately, twice each: the better of each runtime's
+    two medians, as (kiln prefill, llama.cpp prefill, kiln decode, llama.cpp decode) tokens/s."""
+    ours, theirs = [], []
+    for _ in range(2):
+        ours.append(bench_kiln(program, threads, rounds))
+        theirs.append(bench_llama_cpp(gguf, threads, rounds))
+    return (max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs),
+            max(r["decode"] for r in ours), max(r["decode"] for r in theirs))
+
+
 def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[int], rounds: int) -> None:
     from kiln.llm.export import export_gguf
 
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("--formats needs llama_cpp (bash bench/setup_llama_cpp.sh, then run this script with "
-              "build/llama-venv/bin/python)")
-        return
     print(f"kiln {kiln.__version__} (isa {kiln.detected_isa()}) and llama.cpp on {gguf.name} requantized; prefill "
           f"{PREFILL} tokens, decode {DECODE} tokens; each runtime twice, alternating, medians of {rounds} rounds")
     print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
@@ -273,12 +278,7 @@ def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[i
         if not program.exists():
             print(export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL).notes, flush=True)
         for n in threads:
-            ours, theirs = [], []
-            for _ in range(2):
-                ours.append(bench_kiln(program, n, rounds))
-                theirs.append(bench_llama_cpp(source, n, rounds))
-            kp, lp = max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs)
-            kd, ld = max(r["decode"] for r in ours), max(r["decode"] for r in theirs)
+            kp, lp, kd, ld = side_by_side(program, source, n, rounds)
             row = [fmt, n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}"]
             rows.append(row)
             print("  " + " | ".join(map(str, row)), flush=True)
@@ -359,14 +359,9 @@ def bench_large(smollm2: Path, workdir: Path, threads: list[int], rounds: int, p
               "kiln share", "llama.cpp share"]
     rows = []
     for n in threads:
-        ours, theirs = [], []
-        for _ in range(2):
-            ours.append(bench_kiln(program, n, rounds))
-            theirs.append(bench_llama_cpp(source, n, rounds))
+        kp, lp, kd, ld = side_by_side(program, source, n, rounds)
         copy = probe.copy_gbs(n)
         bound = copy * 1e9 / nbytes
-        kp, lp = max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs)
-        kd, ld = max(r["decode"] for r in ours), max(r["decode"] for r in theirs)
         row = [n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}",
                f"{bound:.1f} ({copy:.1f})", f"{kd / bound:.0%}", f"{ld / bound:.0%}"]
         rows.append(row)
@@ -402,12 +397,13 @@ def main() -> int:
         print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
         bench_int8_compute(workdir, threads, args.rounds)
         return 0
-    if args.large:
+    if args.large or args.formats:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
-            parser.error("--large needs llama_cpp (bash bench/setup_llama_cpp.sh, then run this script with "
-                         "build/llama-venv/bin/python)")
+            parser.error("--large and --formats need llama_cpp (bash bench/setup_llama_cpp.sh, then run this "
+                         "script with build/llama-venv/bin/python)")
+    if args.large:
         bench_large(gguf, workdir, threads, args.rounds, Probe(workdir))
         return 0
     if args.formats:
