@@ -4,6 +4,7 @@
 // where K is a multiple of 256). Weights are zeros: the timing does not depend on their values.
 // With --small-m: the decode step of a batch of M = 1, 2, 4, 8, 16 sequences (M rows), its time and
 // time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32.
+// Every integer format also runs with compute="int8" (the last two columns: decode, prefill64).
 //
 // With --int8: compute="int8" (q8_0 per channel and q4_0, 128 rows) beside the f32 linear at every
 // level from avx2 up, for MiniLM-L6's and SmolLM2-135M's shapes.
@@ -160,7 +161,7 @@ std::unique_ptr<Prepared> make(const std::string& scheme, int64_t group, int64_t
     w.bytes = static_cast<size_t>(n * (k / b.elements) * b.bytes);
     return std::make_unique<Prepared>("kiln_quantized::linear.default",
                                       std::vector<Value>{tensor(x), tensor(*w.q), none(), none(), none(),
-                                                         string(b.name), integer(b.elements), string("float32")},
+                                                         string(b.name), integer(b.elements), string(compute)},
                                       &y.t, tier, isa);
   }
   const bool four = scheme != "q8_0";
@@ -288,7 +289,8 @@ int main(int argc, char** argv) {
   }
   const char* schemes[][2] = {{"q4_1", "32"}, {"q4_0", "32"},  {"q8_0", "32"},  {"q4_1", "128"}, {"q5_0", "32"},
                               {"q5_1", "32"}, {"q4_k", "256"}, {"q5_k", "256"}, {"q6_k", "256"}, {"f32", "0"}};
-  std::printf("%-20s %-8s %12s %10s %14s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us", "GFLOP/s");
+  std::printf("%-20s %-8s %12s %10s %14s %14s %12s %14s\n", "shape", "scheme", "decode us", "GB/s", "prefill64 us",
+              "GFLOP/s", "i8 decode us", "i8 prefill64 us");
   for (const Shape& s : shapes) {
     for (auto& sc : schemes) {
       const std::string label = std::string(s.name) + " " + sc[0] + "/" + sc[1];
@@ -298,9 +300,17 @@ int main(int argc, char** argv) {
       const auto [decode, bytes] = time_linear(sc[0], group, 1, s.n, s.k, kTierOptimized, isa, threads);
       const auto [prefill, unused] = time_linear(sc[0], group, 64, s.n, s.k, kTierOptimized, isa, threads);
       (void)unused;
-      std::printf("%-20s %-8s %12.1f %10.1f %14.1f %14.1f\n", s.name, (std::string(sc[0]) + "/" + sc[1]).c_str(),
-                  decode * 1e6, static_cast<double>(bytes) / decode * 1e-9, prefill * 1e6,
-                  2.0 * 64 * static_cast<double>(s.n * s.k) / prefill * 1e-9);
+      // compute="int8" (x quantized per 32-block): every integer format.
+      double i8_decode = 0, i8_prefill = 0;
+      if (std::string(sc[0]) != "f32") {
+        i8_decode = time_linear(sc[0], group, 1, s.n, s.k, kTierOptimized, isa, threads, 0.3, "int8").first;
+        i8_prefill = time_linear(sc[0], group, 64, s.n, s.k, kTierOptimized, isa, threads, 0.3, "int8").first;
+      }
+      std::printf("%-20s %-8s %12.1f %10.1f %14.1f %14.1f %12.1f %14.1f\n", s.name,
+                  (std::string(sc[0]) + "/" + sc[1]).c_str(), decode * 1e6, static_cast<double>(bytes) / decode * 1e-9,
+                  prefill * 1e6, 2.0 * 64 * static_cast<double>(s.n * s.k) / prefill * 1e-9, i8_decode * 1e6,
+                  i8_prefill * 1e6);
+      std::fflush(stdout);
     }
   }
   return 0;

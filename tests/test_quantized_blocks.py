@@ -9,6 +9,9 @@ package as the independent reference:
   * a SmolLM2 GGUF whose tensors are re-quantized to the five formats (gguf's quantizer for
     Q5_0 / Q5_1; random blocks with sane float16 scales for the K-quants, which gguf cannot
     quantize) exports as it is and decodes like the same file with those tensors in F32;
+  * compute="int8" (the input quantized per 32-block): the optimized tier equals the reference
+    bit for bit at every level and row count, the eager op agrees, and the result is gguf's
+    float64 product up to the rounding of the input to int8;
   * truncated blocks and rows that are not whole blocks are clear, typed errors.
 """
 
@@ -135,6 +138,39 @@ def test_linear_matches_a_float64_product_and_rows_are_exact(torch, tmp_path, gg
                 assert bits(part) == bits(alone[:m]), (kernels, isa, m)
             (part,) = fwd(x[:17])
             assert bits(part) == bits(y[:17]), (kernels, isa)
+
+
+@pytest.mark.parametrize("ggml_type", FORMATS[:5], ids=lambda t: t.name)
+def test_int8_compute_is_exact_across_tiers_and_near_the_float_product(torch, tmp_path, ggml_type):
+    """compute="int8" on a block format: both tiers, every level, 1 to 40 rows, bit for bit; the
+    eager op within float rounding; and |y - x W^T| within sum over 32-blocks of max|x| / 254 *
+    sum|w| (each input rounded to int8 moves by at most half its block's step) of gguf's W."""
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedLinear, from_gguf_blocks
+
+    rng = np.random.default_rng(21 + int(ggml_type))
+    n, k, capacity = 37, 512, 40
+    blocks = random_blocks(rng, ggml_type, n, k)
+    w = gguf.quants.dequantize(blocks, ggml_type).astype(np.float64)
+    layer = QuantizedLinear(from_gguf_blocks(blocks, ggml_type, (n, k)), compute="int8")
+    path = tmp_path / "int8.kiln"
+    export(layer, (torch.zeros(4, k),), path, dynamic_shapes=({0: torch.export.Dim("rows", max=capacity)},))
+    x = rng.standard_normal((capacity, k)).astype(np.float32)
+    x[3] = 0.0
+    (want,) = kiln.load(path, kernels="portable").forward(x)
+    for isa in kiln.supported_isas():
+        fwd = kiln.load(path, kernels="optimized", isa=isa).forward
+        for m in (1, 3, 16, 17, 40):
+            (got,) = fwd(x[:m])
+            assert bits(got) == bits(want[:m]), (isa, m)
+    with torch.no_grad():
+        eager = layer(torch.from_numpy(x)).numpy()
+    assert np.abs(eager - want).max() <= 1e-5 * np.abs(want).max()
+    exact = x.astype(np.float64) @ w.T
+    step = np.abs(x.astype(np.float64)).reshape(capacity, k // 32, 32).max(-1) / 254        # [M, blocks]
+    bound = step @ np.abs(w).reshape(n, k // 32, 32).sum(-1).T                               # [M, N]
+    assert np.all(np.abs(want - exact) <= bound * 1.001 + 1e-5 * np.abs(exact).max())
+    assert np.abs(want - exact).max() > 0  # int8 rounding is visible: this is not the float path
 
 
 def test_truncated_and_misshapen_blocks_are_clear_errors(torch, tmp_path):

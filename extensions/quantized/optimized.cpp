@@ -137,6 +137,8 @@ void pack_i8_panels(const void* arg, void* dst) {
   const QuantMatrix& w = a.w;
   const optimized::QI8Panels& l = a.layout;
   constexpr int64_t cols = optimized::kI8Cols, block = optimized::kI8Block;
+  const bool four_bit = optimized::i8_four_bit(l.scheme), blocks = is_block_format(w.scheme);
+  const int halves = optimized::i8_scale_halves(l.scheme);
   parallel_for(l.panels, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       uint8_t* panel = static_cast<uint8_t*>(dst) + p * l.panel_bytes;
@@ -145,18 +147,37 @@ void pack_i8_panels(const void* arg, void* dst) {
         const int64_t row = p * cols + j;
         for (int64_t g = 0; g < l.groups; ++g) {
           uint8_t* gp = panel + g * l.group_bytes;
-          std::memcpy(gp + j * 2, &w.scales[row * l.groups + g], 2);
-          if (w.mins != nullptr) std::memcpy(gp + cols * 2 + j * 2, &w.mins[row * l.groups + g], 2);
+          if (!blocks) {
+            std::memcpy(gp + j * 2, &w.scales[row * l.groups + g], 2);
+            if (w.mins != nullptr) std::memcpy(gp + cols * 2 + j * 2, &w.mins[row * l.groups + g], 2);
+          }
           for (int64_t bb = 0; bb < l.group_blocks; ++bb) {
             uint8_t* blk = gp + l.scale_bytes + bb * l.block_bytes;
-            for (int64_t e = 0; e < block && bb * block + e < l.group; ++e) {
-              const int32_t v = w.raw(row, g * l.group + bb * block + e);
-              if (!w.four_bit()) {
-                blk[32 * (e / 4) + 4 * j + e % 4] = static_cast<uint8_t>(v);
+            int8_t values[block] = {};
+            if (blocks) {  // a group is one file block (quant.h, Int8Block)
+              Int8Block parts;
+              block_int8_parts(w.scheme, w.q + row * w.row_bytes() + g * block_bytes(w.scheme), bb, &parts);
+              std::memcpy(values, parts.q, sizeof values);
+              std::memcpy(gp + j * 2, &parts.d, 2);
+              if (optimized::i8_group_min(l.scheme)) std::memcpy(gp + cols * 2 + j * 2, &parts.m, 2);
+              for (int h = 0; h < halves; ++h) {
+                const auto sc = static_cast<int16_t>(parts.sc[h]);
+                std::memcpy(blk + h * 32 + j * 4, &sc, 2);
+                std::memcpy(blk + h * 32 + j * 4 + 2, &sc, 2);
+              }
+              if (optimized::i8_block_min(l.scheme)) std::memcpy(blk + halves * 32 + j * 4, &parts.c, 4);
+            } else {
+              for (int64_t e = 0; e < block && bb * block + e < l.group; ++e)
+                values[e] = static_cast<int8_t>(w.raw(row, g * l.group + bb * block + e));
+            }
+            uint8_t* vals = blk + l.extra_bytes;
+            for (int64_t e = 0; e < block; ++e) {
+              if (!four_bit) {
+                vals[32 * (e / 4) + 4 * j + e % 4] = static_cast<uint8_t>(values[e]);
               } else {
                 const int64_t h = e % 16;  // elements 16..31 take the high nibbles
-                uint8_t& byte = blk[32 * (h / 4) + 4 * j + h % 4];
-                byte = static_cast<uint8_t>(byte | (e < 16 ? v : v << 4));
+                uint8_t& byte = vals[32 * (h / 4) + 4 * j + h % 4];
+                byte = static_cast<uint8_t>(byte | (e < 16 ? values[e] : values[e] << 4));
               }
             }
           }
@@ -190,8 +211,10 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   const Tensor* q = &in[1]->as_tensor();
   // Block formats are decoded from their tensor at every call: constant or not.
   const bool blocks = is_block_format(a.w.scheme);
-  KILN_CHECK_OR_RETURN(blocks || (q->is_constant() && in[2]->as_tensor().is_constant() &&
-                                  (in[3]->is_none() || in[3]->as_tensor().is_constant())),
+  // compute="int8" repacks the weight: a program constant, whatever its format.
+  KILN_CHECK_OR_RETURN((blocks && a.compute == Compute::Float32) ||
+                           (q->is_constant() && (in[2]->is_none() || in[2]->as_tensor().is_constant()) &&
+                            (in[3]->is_none() || in[3]->as_tensor().is_constant())),
                        NotSupported, "%s: the quantized weight is not a program constant", kLinearOp);
   const QKernels& qk = optimized::q_kernels_for(ctx.isa);
   const F32GemmKernels& gk = optimized::f32_gemm_for(ctx.isa);
@@ -200,7 +223,7 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   auto s = std::make_unique<LinearState>();
   s->q = &qk;
   s->gemm = &gk;
-  if (a.compute == Compute::Int8) {  // linear_args took the split formats only
+  if (a.compute == Compute::Int8) {
     PackI8Arg arg{a.w, optimized::q_i8_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group)};
     const std::string layout = format("kiln-quantized-i8-panels-%s-g%lld-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
                                       static_cast<long long>(a.w.group), static_cast<long long>(a.w.n),

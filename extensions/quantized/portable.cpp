@@ -31,10 +31,31 @@ float linear_f32(const QuantMatrix& w, const float* x, int64_t row) {
   return acc;
 }
 
-// sum over 32-blocks b of dx[b] * (d * sum(qx * q) + m * sum(qx)), q the raw value minus 8 for q4_0.
+// sum over 32-blocks b of dx[b] * (d * isum + m * qsum), qsum = sum(qx) over the block and isum =
+// sum(qx * q), q the raw value minus 8 for q4_0. The block formats (quant.h, Int8Block): isum =
+// sc[0] * sum(qx * q) over the first 16 + sc[1] * that over the last 16 (exact integers), then
+// inner = d * isum, + c * qsum for q5_1 and the K-quants.
 float linear_int8(const QuantMatrix& w, const int8_t* qx, const float* dx, int64_t row) {
-  const int32_t offset = w.scheme == Scheme::Q4_0 ? 8 : 0;
   float acc = 0.0f;
+  if (is_block_format(w.scheme)) {
+    const int64_t per_block = block_elements(w.scheme) / 32;
+    const uint8_t* r = w.q + row * w.row_bytes();
+    for (int64_t b = 0; b < int8_blocks(w.k); ++b) {
+      Int8Block parts;
+      block_int8_parts(w.scheme, r + b / per_block * block_bytes(w.scheme), b % per_block, &parts);
+      int32_t half[2] = {0, 0}, qsum = 0;
+      for (int64_t i = 0; i < 32; ++i) {
+        half[i / 16] += qx[b * 32 + i] * parts.q[i];
+        qsum += qx[b * 32 + i];
+      }
+      const int32_t isum = parts.sc[0] * half[0] + parts.sc[1] * half[1];
+      float inner = half_to_float(parts.d) * static_cast<float>(isum);
+      if (w.scheme != Scheme::Q5_0 && w.scheme != Scheme::Q6_K) inner += parts.c * static_cast<float>(qsum);
+      acc += dx[b] * inner;
+    }
+    return acc;
+  }
+  const int32_t offset = w.scheme == Scheme::Q4_0 ? 8 : 0;
   for (int64_t b = 0; b < int8_blocks(w.k); ++b) {
     const int64_t i0 = b * 32, i1 = std::min(w.k, i0 + 32);
     int32_t isum = 0, qsum = 0;

@@ -45,18 +45,38 @@ inline QPanels q_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t grou
   return p;
 }
 
-// compute="int8" (quant.h: x quantized per 32-block, integer dot products per block): the split
-// formats repacked once per program into panels of kI8Cols columns, the same at every level. Panel p
-// holds rows [p * 8, p * 8 + 8) of W (rows past N zero) as `groups` group blocks, each
-//   d[8] float16, then m[8] float16 (q4_1 only), then the group's 32-blocks (the last one of a
-//   q8_0 row of any length padded with zeros), each in steps of 32 bytes, 4 bytes per column:
-//   q8_0: 8 steps, step s = for each column c the int8 values of k = 4 s .. 4 s + 3;
-//   q4:   4 steps, step s = for each column c 4 bytes whose low nibbles are the raw values (0..15)
-//         of k = 4 s .. 4 s + 3 and whose high nibbles those of k = 16 + 4 s .. 16 + 4 s + 3,
+// compute="int8" (quant.h: x quantized per 32-block, integer dot products per block): the weight
+// repacked once per program into panels of kI8Cols columns, the same at every level. Panel p holds
+// rows [p * 8, p * 8 + 8) of W (rows past N zero) as `groups` group blocks (a split format's group,
+// a block format's block: 32 elements, or a K-quant's 256), each
+//   d[8] float16, then m[8] float16 (q4_1, q5_1), then the group's 32-blocks (the last one of a
+//   q8_0 row of any length padded with zeros), each
+//     K-quants only: the integer scales as int16[16] (column c's at 2 c and 2 c + 1, the operand of
+//     vpmaddwd), one for the block (q4_k, q5_k) or one per half of 16 (q6_k: first half, second);
+//     then q4_k and q5_k: c[8] float32, c = -(dmin * m) (exact), the block's min;
+//     then the values in steps of 32 bytes, 4 bytes per column:
+//   8-bit: 8 steps, step s = for each column c the int8 values of k = 4 s .. 4 s + 3 (q8_0's q,
+//          q5_0's q - 16, q5_1's and q5_k's q, q6_k's q - 32);
+//   4-bit: 4 steps, step s = for each column c 4 bytes whose low nibbles are the raw values (0..15)
+//          of k = 4 s .. 4 s + 3 and whose high nibbles those of k = 16 + 4 s .. 16 + 4 s + 3
+//          (q4_0, q4_1, q4_k),
 // so that one step times 4 input values broadcast to every column gives 8 columns' partial sums in
-// the lanes of one vector (no horizontal sums), and 4-bit panels stay 4 bits.
+// the lanes of one vector (no horizontal sums), and 4-bit weights stay 4 bits. Per block, with
+// isum the exact integer sum of qx times the values (the K-quants' times their integer scales) and
+// qsum that of qx: inner = d * isum (- 8 d qsum for q4_0, inside isum), + m * qsum or + c * qsum.
 constexpr int kI8Cols = 8;
 constexpr int64_t kI8Block = 32;
+
+constexpr bool i8_four_bit(QScheme s) { return s == QScheme::Q4_0 || s == QScheme::Q4_1 || s == QScheme::Q4_K; }
+// Values 0..31 (no sign trick needed at AVX2).
+constexpr bool i8_unsigned_values(QScheme s) { return s == QScheme::Q5_1 || s == QScheme::Q5_K; }
+constexpr bool i8_group_min(QScheme s) { return s == QScheme::Q4_1 || s == QScheme::Q5_1; }
+constexpr bool i8_block_min(QScheme s) { return s == QScheme::Q4_K || s == QScheme::Q5_K; }
+// Integer scales per 32-block: 0 (none), 1 (one for the block) or 2 (one per half of 16).
+constexpr int i8_scale_halves(QScheme s) {
+  return s == QScheme::Q6_K ? 2 : s == QScheme::Q4_K || s == QScheme::Q5_K ? 1 : 0;
+}
+constexpr bool i8_takes(QScheme s) { return s != QScheme::F16 && s != QScheme::BF16; }
 
 struct QI8Panels {
   const uint8_t* data = nullptr;
@@ -66,7 +86,8 @@ struct QI8Panels {
   int64_t group_blocks = 0;  // 32-blocks per group: ceil(group / 32)
   int64_t panels = 0;
   int64_t scale_bytes = 0;  // d (and m) of a group
-  int64_t block_bytes = 0;  // one 32-block of 8 columns
+  int64_t extra_bytes = 0;  // a 32-block's integer scales and c, before its values
+  int64_t block_bytes = 0;  // one 32-block of 8 columns: extra_bytes, then the values
   int64_t group_bytes = 0;
   int64_t panel_bytes = 0;
 };
@@ -77,8 +98,9 @@ inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t
   p.group_blocks = (group + kI8Block - 1) / kI8Block;
   p.blocks = p.groups * p.group_blocks;
   p.panels = (n + kI8Cols - 1) / kI8Cols;
-  p.scale_bytes = kI8Cols * 2 * (scheme == QScheme::Q4_1 ? 2 : 1);
-  p.block_bytes = scheme == QScheme::Q8_0 ? kI8Cols * kI8Block : kI8Cols * kI8Block / 2;
+  p.scale_bytes = kI8Cols * 2 * (i8_group_min(scheme) ? 2 : 1);
+  p.extra_bytes = i8_scale_halves(scheme) * 2 * kI8Cols * 2 + (i8_block_min(scheme) ? kI8Cols * 4 : 0);
+  p.block_bytes = p.extra_bytes + (i8_four_bit(scheme) ? kI8Cols * kI8Block / 2 : kI8Cols * kI8Block);
   p.group_bytes = p.scale_bytes + p.group_blocks * p.block_bytes;
   p.panel_bytes = p.groups * p.group_bytes;
   return p;
@@ -141,7 +163,8 @@ struct QKernels {
   void (*quantize_i8)(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum) = nullptr;
   // compute="int8": rows r < rows (any count) of quantized x against panels [p0, p1):
   // y[r * ldy + j] = sum over blocks b, in order, of dx[b] * (d * isum + m * qsum[b]) (+ bias[j]),
-  // isum the exact integer dot product of the block: the reference's operations in its order, so
+  // isum the exact integer dot product of the block (m: q4_1's and q5_1's m, the K-quants' c, else
+  // none; QI8Panels above): the reference's operations in its order, so
   // the result is bit-exact and each row independent of the others.
   void (*gemm_i8)(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
                   int64_t ldy) = nullptr;

@@ -189,6 +189,69 @@ float block_weight(Scheme s, const uint8_t* b, int64_t e) {
   }
 }
 
+void block_int8_parts(Scheme s, const uint8_t* b, int64_t b32, Int8Block* out) {
+  const int64_t e0 = b32 * 32;
+  // The integer q of element e: the decoded weight's formula without its scales (block_weight).
+  for (int64_t i = 0; i < 32; ++i) {
+    const int64_t e = e0 + i;
+    int32_t q = 0;
+    switch (s) {
+      case Scheme::Q5_0:
+      case Scheme::Q5_1: {
+        const int64_t at = s == Scheme::Q5_0 ? 2 : 4;
+        const uint32_t qh = static_cast<uint32_t>(b[at]) | static_cast<uint32_t>(b[at + 1]) << 8 |
+                            static_cast<uint32_t>(b[at + 2]) << 16 | static_cast<uint32_t>(b[at + 3]) << 24;
+        const uint8_t byte = b[at + 4 + e % 16];
+        q = (e < 16 ? byte & 15 : byte >> 4) | static_cast<int32_t>((qh >> e) & 1u) << 4;
+        if (s == Scheme::Q5_0) q -= 16;
+        break;
+      }
+      case Scheme::Q4_K:
+      case Scheme::Q5_K: {
+        const int64_t c = e / 64, l = e % 32, sub = e / 32;
+        const uint8_t* qs = b + (s == Scheme::Q4_K ? 16 : 48);
+        q = e % 64 >= 32 ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+        if (s == Scheme::Q5_K) q |= ((b[16 + l] >> sub) & 1) << 4;
+        break;
+      }
+      case Scheme::Q6_K: {
+        const int64_t h = e / 128, t = e % 128 / 32, l = e % 32;
+        const uint8_t low = b[64 * h + 32 * (t % 2) + l];
+        q = ((t < 2 ? low & 15 : low >> 4) | ((b[128 + 32 * h + l] >> (2 * t)) & 3) << 4) - 32;
+        break;
+      }
+      default: break;
+    }
+    out->q[i] = static_cast<int8_t>(q);
+  }
+  out->sc[0] = out->sc[1] = 1;
+  out->m = 0;
+  out->c = 0.0f;
+  switch (s) {
+    case Scheme::Q5_0: out->d = load_u16(b); break;
+    case Scheme::Q5_1:
+      out->d = load_u16(b);
+      out->m = load_u16(b + 2);
+      out->c = half_to_float(out->m);
+      break;
+    case Scheme::Q4_K:
+    case Scheme::Q5_K: {
+      int32_t sc, m;
+      k_scale_min(b + 4, b32, &sc, &m);
+      out->d = load_u16(b);
+      out->sc[0] = out->sc[1] = sc;
+      out->c = -(half_to_float(load_u16(b + 2)) * static_cast<float>(m));
+      break;
+    }
+    case Scheme::Q6_K:
+      out->d = load_u16(b + 208);
+      out->sc[0] = static_cast<int8_t>(b[192 + 2 * b32]);
+      out->sc[1] = static_cast<int8_t>(b[192 + 2 * b32 + 1]);
+      break;
+    default: break;
+  }
+}
+
 Status linear_args(bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   const char* op = kLinearOp;
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 8, 1));
@@ -202,8 +265,8 @@ Status linear_args(bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   KILN_CHECK_OR_RETURN(compute == "float32" || compute == "int8", KernelFailure,
                        "%s: unknown compute '%s' (expected float32 or int8)", op, compute.c_str());
   a->compute = compute == "int8" ? Compute::Int8 : Compute::Float32;
-  KILN_CHECK_OR_RETURN(a->compute == Compute::Float32 || !is_block_format(a->w.scheme), KernelFailure,
-                       "%s: compute=int8 takes q8_0, q4_0 or q4_1 weights, not %s", op, scheme_name(a->w.scheme));
+  KILN_CHECK_OR_RETURN(a->compute == Compute::Float32 || int8_takes(a->w.scheme), KernelFailure,
+                       "%s: compute=int8 takes integer weights, not %s", op, scheme_name(a->w.scheme));
 
   const Tensor& x = *a->x;
   Tensor& y = *out[0];

@@ -90,6 +90,20 @@ inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] |
 // element at a time, straight from the layout).
 float block_weight(Scheme s, const uint8_t* block, int64_t e);
 
+// compute="int8" on a block format (q5_0, q5_1, q4_k, q5_k, q6_k; not f16 or bf16): the 32-block
+// `b32` of a block as integers, w_i = d * sc[i / 16] * q_i + c, where
+//   q5_0: q - 16, sc 1;  q5_1: q, sc 1, c = m;  q4_k, q5_k: q, sc the sub-block's, c = -(dmin * m);
+//   q6_k: q - 32, sc the two int8 scales of its halves; c = 0 where not given.
+// Every part is exact (quant.h's decoding above), so d * (sc * q) + c is the decoded weight.
+struct Int8Block {
+  int8_t q[32];
+  int32_t sc[2];
+  uint16_t d = 0, m = 0;  // float16 bits; m: q5_1 only
+  float c = 0.0f;         // q4_k, q5_k only
+};
+inline bool int8_takes(Scheme s) { return s != Scheme::F16 && s != Scheme::BF16; }
+void block_int8_parts(Scheme s, const uint8_t* block, int64_t b32, Int8Block* out);
+
 // A quantized matrix, checked: every pointer covers what the shape says.
 struct QuantMatrix {
   Scheme scheme = Scheme::Q8_0;

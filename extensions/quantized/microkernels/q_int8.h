@@ -25,7 +25,8 @@
 // the unsigned operand and the weights (q8_0's int8, or the nibbles 0..15) the signed one, with no
 // sign trick: sum((qx + 128) w) - 128 sum(w) = sum(qx w), where sum(w) per column and block is one
 // more vpdpbusd of the weights against bytes of 1, shared by every row of the tile. A lane adds at
-// most 32 * 255 * 128 < 2^21: exact. 512-bit vectors hold two panels (16 columns).
+// most 32 * 255 * 128 < 2^21: exact; the K-quants' scales multiply each half's exact sum (vpmulld).
+// 512-bit vectors hold two panels (16 columns).
 // NEON: widening multiplies (below); the baseline: the same loops in plain C++ on int32.
 
 inline int32_t load_i32(const int8_t* p) {
@@ -122,10 +123,14 @@ inline __m512 load_scale_pair(const uint8_t* a, const uint8_t* b) {
 }
 
 // R rows of x (starting at row r0) against panels p (lanes 0-7) and p2 (lanes 8-15); p2 == p for a
-// last odd panel, whose second half is computed and dropped.
+// last odd panel, whose second half is computed and dropped. A block's integer scales (K-quants)
+// multiply the exact sums of their half (vpmulld: |sum| * 128 < 2^24).
 template <QScheme S, int R>
 void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_t r0, const float* bias, float* y,
              int64_t ldy) {
+  constexpr bool four = i8_four_bit(S);
+  constexpr int halves = i8_scale_halves(S);
+  constexpr int parts = halves == 2 ? 2 : 1, steps = (four ? 4 : 8) / parts;
   const int64_t ldq = x.blocks * kI8Block;
   const int8_t* qx = x.qx + r0 * ldq;  // qx + 128
   const float* dx = x.dx + r0 * x.blocks;
@@ -137,7 +142,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
   const uint8_t* gb = w.data + p2 * w.panel_bytes;
   for (int64_t g = 0; g < w.groups; ++g, ga += w.group_bytes, gb += w.group_bytes) {
     const __m512 d = load_scale_pair(ga, gb);
-    const __m512 m = S == QScheme::Q4_1 ? load_scale_pair(ga + 16, gb + 16) : _mm512_setzero_ps();
+    const __m512 m = i8_group_min(S) ? load_scale_pair(ga + 16, gb + 16) : _mm512_setzero_ps();
     const uint8_t* ba = ga + w.scale_bytes;
     const uint8_t* bb_ = gb + w.scale_bytes;
     for (int64_t bb = 0; bb < w.group_blocks; ++bb, ba += w.block_bytes, bb_ += w.block_bytes) {
@@ -147,38 +152,55 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
         _mm_prefetch(reinterpret_cast<const char*>(ba + 2 * w.panel_bytes + line), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(bb_ + 2 * w.panel_bytes + line), _MM_HINT_T0);
       }
-      __m512i isum[R], wsum = _mm512_setzero_si512();
-      for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+      const uint8_t* va = ba + w.extra_bytes;
+      const uint8_t* vb = bb_ + w.extra_bytes;
       const int8_t* xb = qx + b * kI8Block;
-      if constexpr (S == QScheme::Q8_0) {
-        for (int s = 0; s < 8; ++s) {
-          const __m512i wv = load_panel_pair(ba + 32 * s, bb_ + 32 * s);
-          wsum = _mm512_dpbusd_epi32(wsum, ones, wv);
-          for (int r = 0; r < R; ++r)
-            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xb + r * ldq + 4 * s)), wv);
-        }
-      } else {
-        for (int s = 0; s < 4; ++s) {
-          const __m512i raw = load_panel_pair(ba + 32 * s, bb_ + 32 * s);
-          const __m512i lo = _mm512_and_si512(raw, low4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-          wsum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(wsum, ones, lo), ones, hi);
-          for (int r = 0; r < R; ++r) {
-            const int8_t* xr = xb + r * ldq;
-            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 4 * s)), lo);
-            isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 16 + 4 * s)), hi);
+      __m512i is[R];
+      for (int h = 0; h < parts; ++h) {
+        __m512i isum[R], wsum = _mm512_setzero_si512();
+        for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+        for (int s = h * steps; s < (h + 1) * steps; ++s) {
+          if constexpr (!four) {
+            const __m512i wv = load_panel_pair(va + 32 * s, vb + 32 * s);
+            wsum = _mm512_dpbusd_epi32(wsum, ones, wv);
+            for (int r = 0; r < R; ++r)
+              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xb + r * ldq + 4 * s)), wv);
+          } else {
+            const __m512i raw = load_panel_pair(va + 32 * s, vb + 32 * s);
+            const __m512i lo = _mm512_and_si512(raw, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+            wsum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(wsum, ones, lo), ones, hi);
+            for (int r = 0; r < R; ++r) {
+              const int8_t* xr = xb + r * ldq;
+              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 4 * s)), lo);
+              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 16 + 4 * s)), hi);
+            }
           }
         }
+        const __m512i bias128 = _mm512_slli_epi32(wsum, 7);
+        if constexpr (halves > 0) {
+          // int16 scales duplicated per column: the low half of each 32-bit lane, sign extended.
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(load_panel_pair(ba + 32 * h, bb_ + 32 * h), 16), 16);
+          for (int r = 0; r < R; ++r) {
+            const __m512i v = _mm512_mullo_epi32(_mm512_sub_epi32(isum[r], bias128), sc);
+            is[r] = h == 0 ? v : _mm512_add_epi32(is[r], v);
+          }
+        } else {
+          for (int r = 0; r < R; ++r) is[r] = _mm512_sub_epi32(isum[r], bias128);
+        }
       }
-      const __m512i bias128 = _mm512_slli_epi32(wsum, 7);
+      const __m512 c = i8_block_min(S) ? _mm512_castsi512_ps(load_panel_pair(ba + 32 * halves, bb_ + 32 * halves))
+                                       : _mm512_setzero_ps();
       for (int r = 0; r < R; ++r) {
         const int32_t qsum = qs[r * x.blocks + b];
-        __m512i is = _mm512_sub_epi32(isum[r], bias128);
-        if constexpr (S == QScheme::Q4_0) is = _mm512_sub_epi32(is, _mm512_set1_epi32(8 * qsum));
-        // Exact conversion: |isum| <= 32 * 128 * 127 < 2^24.
-        __m512 inner = _mm512_mul_ps(d, _mm512_cvtepi32_ps(is));
-        if constexpr (S == QScheme::Q4_1)
+        __m512i v = is[r];
+        if constexpr (S == QScheme::Q4_0) v = _mm512_sub_epi32(v, _mm512_set1_epi32(8 * qsum));
+        // Exact conversion: |isum| < 2^24 (q_kernels.h's bounds).
+        __m512 inner = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
+        if constexpr (i8_group_min(S))
           inner = _mm512_add_ps(inner, _mm512_mul_ps(m, _mm512_set1_ps(static_cast<float>(qsum))));
+        if constexpr (i8_block_min(S))
+          inner = _mm512_add_ps(inner, _mm512_mul_ps(c, _mm512_set1_ps(static_cast<float>(qsum))));
         acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_set1_ps(dx[r * x.blocks + b]), inner));
       }
     }
@@ -199,9 +221,12 @@ constexpr int kI8Rows = 8;  // 8 float and 8 integer sums of 16 lanes, the weigh
 constexpr int kI8TilePanels = 2;
 #elif defined(__AVX2__)
 // R rows of x (starting at row r0) against panel p: 8 columns in the lanes of one vector per row.
+// vpmaddwd widens the int16 pair sums by 1, or by the block's integer scales (K-quants), in one step.
 template <QScheme S, int R>
 void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
              float* y, int64_t ldy) {
+  constexpr bool four = i8_four_bit(S);
+  constexpr int halves = i8_scale_halves(S);
   const int64_t ldq = x.blocks * kI8Block;
   const int8_t* qx = x.qx + r0 * ldq;
   const float* dx = x.dx + r0 * x.blocks;
@@ -212,8 +237,8 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
   const uint8_t* gp = w.data + p * w.panel_bytes;
   for (int64_t g = 0; g < w.groups; ++g, gp += w.group_bytes) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gp)));
-    const __m256 m = S == QScheme::Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gp + 16)))
-                                        : _mm256_setzero_ps();
+    const __m256 m = i8_group_min(S) ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gp + 16)))
+                                     : _mm256_setzero_ps();
     const uint8_t* blk = gp + w.scale_bytes;
     for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
       const int64_t b = g * w.group_blocks + bb;
@@ -222,23 +247,28 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
       // hint: it changes no result).
       for (int64_t line = 0; line < w.block_bytes && r0 == 0 && p + 2 < w.panels; line += 64)
         _mm_prefetch(reinterpret_cast<const char*>(blk + 2 * w.panel_bytes + line), _MM_HINT_T0);
+      const uint8_t* vals = blk + w.extra_bytes;
+      const __m256i sc0 = halves > 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : ones;
+      const __m256i sc1 = halves > 1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)) : sc0;
       __m256i isum[R];
-      if constexpr (S == QScheme::Q8_0) {
+      if constexpr (!four) {
         for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
-          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * s));
-          const __m256i aw = _mm256_abs_epi8(wv);
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vals + 32 * s));
+          // The sign trick for signed values: |w| unsigned, x with w's sign (q_int8.h's bounds).
+          const __m256i aw = i8_unsigned_values(S) ? wv : _mm256_abs_epi8(wv);
+          const __m256i scale = s < 4 ? sc0 : sc1;
           for (int r = 0; r < R; ++r) {
             const __m256i xb = _mm256_set1_epi32(load_i32(qx + r * ldq + b * kI8Block + 4 * s));
-            const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, wv));
-            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(pairs, ones));
+            const __m256i pairs = _mm256_maddubs_epi16(aw, i8_unsigned_values(S) ? xb : _mm256_sign_epi8(xb, wv));
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(pairs, scale));
           }
         }
       } else {
         __m256i s16[R];
         for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
         for (int s = 0; s < 4; ++s) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * s));
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vals + 32 * s));
           const __m256i lo = _mm256_and_si256(raw, low4);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
           for (int r = 0; r < R; ++r) {
@@ -249,16 +279,20 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
                 _mm256_add_epi16(s16[r], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
           }
         }
-        for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(s16[r], ones);
+        for (int r = 0; r < R; ++r) isum[r] = _mm256_madd_epi16(s16[r], sc0);
       }
+      const __m256 c =
+          i8_block_min(S) ? _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 32 * halves)) : _mm256_setzero_ps();
       for (int r = 0; r < R; ++r) {
         const int32_t qsum = qs[r * x.blocks + b];
         __m256i is = isum[r];
         if constexpr (S == QScheme::Q4_0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(8 * qsum));
-        // Exact conversion: |isum| <= 32 * 128 * 127 < 2^24.
+        // Exact conversion: |isum| < 2^24 (q_kernels.h's bounds).
         __m256 inner = _mm256_mul_ps(d, _mm256_cvtepi32_ps(is));
-        if constexpr (S == QScheme::Q4_1)
+        if constexpr (i8_group_min(S))
           inner = _mm256_add_ps(inner, _mm256_mul_ps(m, _mm256_set1_ps(static_cast<float>(qsum))));
+        if constexpr (i8_block_min(S))
+          inner = _mm256_add_ps(inner, _mm256_mul_ps(c, _mm256_set1_ps(static_cast<float>(qsum))));
         acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(dx[r * x.blocks + b]), inner));
       }
     }
@@ -279,14 +313,24 @@ constexpr int kI8Rows = 4;  // 4 float and 4 integer sums, the step's values and
 #endif
 constexpr int kI8TilePanels = 1;
 #elif defined(KILN_Q_NEON)
+// The int16 scales duplicated per column (q_kernels.h) of columns 4 h .. 4 h + 3 as int32 lanes.
+inline int32x4_t load_i8_scales(const uint8_t* at, int h) {
+  int32x4_t v;
+  std::memcpy(&v, at + 16 * h, sizeof v);
+  return vshrq_n_s32(vshlq_n_s32(v, 16), 16);
+}
+
 // One row at a time: per step, the 4 input values duplicated to every column, widening products
 // (vmull_s8: |w x| <= 128 * 127 fits int16) added in pairs into int32 lanes (vpadalq_s16), two
-// lanes per column until the block's end. (sdot would need the dotprod feature, which the NEON
-// level does not require.)
+// lanes per column until the end of the block (or of a half, for per-half scales). (sdot would need
+// the dotprod feature, which the NEON level does not require.)
 template <QScheme S, int R>
 void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
              float* y, int64_t ldy) {
   static_assert(R == 1, "one row at a time");
+  constexpr bool four = i8_four_bit(S);
+  constexpr int halves = i8_scale_halves(S);
+  constexpr int parts = halves == 2 ? 2 : 1, steps = (four ? 4 : 8) / parts;
   const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
   const float* dx = x.dx + r0 * x.blocks;
   const int32_t* qs = x.qsum + r0 * x.blocks;
@@ -298,7 +342,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
     const float16x8_t d16 = vreinterpretq_f16_u16(dh);
     const float32x4_t d[2] = {vcvt_f32_f16(vget_low_f16(d16)), vcvt_f32_f16(vget_high_f16(d16))};
     float32x4_t m[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    if constexpr (S == QScheme::Q4_1) {
+    if constexpr (i8_group_min(S)) {
       std::memcpy(&mh, gp + 16, sizeof mh);
       const float16x8_t m16 = vreinterpretq_f16_u16(mh);
       m[0] = vcvt_f32_f16(vget_low_f16(m16));
@@ -308,34 +352,48 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
     for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
       const int64_t b = g * w.group_blocks + bb;
       const int8_t* xb = qx + b * kI8Block;
-      int32x4_t pairs[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};  // columns 2i, 2i + 1
-      auto step = [&](int8x16_t w0, int8x16_t w1, const int8_t* x4) {
-        const int8x16_t xv = vreinterpretq_s8_s32(vdupq_n_s32(load_i32(x4)));
-        pairs[0] = vpadalq_s16(pairs[0], vmull_s8(vget_low_s8(w0), vget_low_s8(xv)));
-        pairs[1] = vpadalq_s16(pairs[1], vmull_s8(vget_high_s8(w0), vget_high_s8(xv)));
-        pairs[2] = vpadalq_s16(pairs[2], vmull_s8(vget_low_s8(w1), vget_low_s8(xv)));
-        pairs[3] = vpadalq_s16(pairs[3], vmull_s8(vget_high_s8(w1), vget_high_s8(xv)));
-      };
-      if constexpr (S == QScheme::Q8_0) {
-        for (int s = 0; s < 8; ++s) {
-          step(vld1q_s8(reinterpret_cast<const int8_t*>(blk + 32 * s)),
-               vld1q_s8(reinterpret_cast<const int8_t*>(blk + 32 * s + 16)), xb + 4 * s);
+      const uint8_t* vals = blk + w.extra_bytes;
+      int32x4_t isum[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};  // columns 0-3, 4-7
+      for (int h = 0; h < parts; ++h) {
+        int32x4_t pairs[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};  // columns 2i, 2i + 1
+        auto step = [&](int8x16_t w0, int8x16_t w1, const int8_t* x4) {
+          const int8x16_t xv = vreinterpretq_s8_s32(vdupq_n_s32(load_i32(x4)));
+          pairs[0] = vpadalq_s16(pairs[0], vmull_s8(vget_low_s8(w0), vget_low_s8(xv)));
+          pairs[1] = vpadalq_s16(pairs[1], vmull_s8(vget_high_s8(w0), vget_high_s8(xv)));
+          pairs[2] = vpadalq_s16(pairs[2], vmull_s8(vget_low_s8(w1), vget_low_s8(xv)));
+          pairs[3] = vpadalq_s16(pairs[3], vmull_s8(vget_high_s8(w1), vget_high_s8(xv)));
+        };
+        for (int s = h * steps; s < (h + 1) * steps; ++s) {
+          if constexpr (!four) {
+            step(vld1q_s8(reinterpret_cast<const int8_t*>(vals + 32 * s)),
+                 vld1q_s8(reinterpret_cast<const int8_t*>(vals + 32 * s + 16)), xb + 4 * s);
+          } else {
+            const uint8x16_t raw0 = vld1q_u8(vals + 32 * s), raw1 = vld1q_u8(vals + 32 * s + 16);
+            const uint8x16_t low4 = vdupq_n_u8(15);
+            step(vreinterpretq_s8_u8(vandq_u8(raw0, low4)), vreinterpretq_s8_u8(vandq_u8(raw1, low4)), xb + 4 * s);
+            step(vreinterpretq_s8_u8(vshrq_n_u8(raw0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(raw1, 4)), xb + 16 + 4 * s);
+          }
         }
-      } else {
-        for (int s = 0; s < 4; ++s) {
-          const uint8x16_t raw0 = vld1q_u8(blk + 32 * s), raw1 = vld1q_u8(blk + 32 * s + 16);
-          const uint8x16_t low4 = vdupq_n_u8(15);
-          step(vreinterpretq_s8_u8(vandq_u8(raw0, low4)), vreinterpretq_s8_u8(vandq_u8(raw1, low4)), xb + 4 * s);
-          step(vreinterpretq_s8_u8(vshrq_n_u8(raw0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(raw1, 4)), xb + 16 + 4 * s);
+        const int32x4_t part[2] = {vpaddq_s32(pairs[0], pairs[1]), vpaddq_s32(pairs[2], pairs[3])};
+        for (int c = 0; c < 2; ++c) {
+          if constexpr (halves > 0)
+            isum[c] = vmlaq_s32(isum[c], part[c], load_i8_scales(blk + 32 * h, c));
+          else
+            isum[c] = part[c];
         }
       }
       const int32_t qsum = qs[b];
-      int32x4_t isum[2] = {vpaddq_s32(pairs[0], pairs[1]), vpaddq_s32(pairs[2], pairs[3])};
+      float32x4_t c4[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+      if constexpr (i8_block_min(S)) {
+        std::memcpy(&c4[0], blk + 32 * halves, sizeof c4[0]);
+        std::memcpy(&c4[1], blk + 32 * halves + 16, sizeof c4[1]);
+      }
       for (int h = 0; h < 2; ++h) {
         if constexpr (S == QScheme::Q4_0) isum[h] = vsubq_s32(isum[h], vdupq_n_s32(8 * qsum));
         float32x4_t inner = vmulq_f32(d[h], vcvtq_f32_s32(isum[h]));
-        if constexpr (S == QScheme::Q4_1)
-          inner = vaddq_f32(inner, vmulq_f32(m[h], vdupq_n_f32(static_cast<float>(qsum))));
+        if constexpr (i8_group_min(S)) inner = vaddq_f32(inner, vmulq_f32(m[h], vdupq_n_f32(static_cast<float>(qsum))));
+        if constexpr (i8_block_min(S))
+          inner = vaddq_f32(inner, vmulq_f32(c4[h], vdupq_n_f32(static_cast<float>(qsum))));
         acc[h] = vaddq_f32(acc[h], vmulq_f32(vdupq_n_f32(dx[b]), inner));
       }
     }
@@ -356,40 +414,52 @@ template <QScheme S, int R>
 void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows& x, int64_t r0, const float* bias,
              float* y, int64_t ldy) {
   static_assert(R == 1, "one row at a time");
+  constexpr int halves = i8_scale_halves(S);
   const int8_t* qx = x.qx + r0 * x.blocks * kI8Block;
   const float* dx = x.dx + r0 * x.blocks;
   const int32_t* qs = x.qsum + r0 * x.blocks;
+  auto i16 = [](const uint8_t* at) { return static_cast<int16_t>(at[0] | at[1] << 8); };
   float acc[kI8Cols] = {};
   const uint8_t* gp = w.data + p * w.panel_bytes;
   for (int64_t g = 0; g < w.groups; ++g, gp += w.group_bytes) {
     float d[kI8Cols], m[kI8Cols];
     for (int c = 0; c < kI8Cols; ++c) {
       d[c] = half_bits_to_float(static_cast<uint16_t>(gp[2 * c] | gp[2 * c + 1] << 8));
-      m[c] = S == QScheme::Q4_1 ? half_bits_to_float(static_cast<uint16_t>(gp[16 + 2 * c] | gp[16 + 2 * c + 1] << 8))
-                                : 0.0f;
+      m[c] =
+          i8_group_min(S) ? half_bits_to_float(static_cast<uint16_t>(gp[16 + 2 * c] | gp[16 + 2 * c + 1] << 8)) : 0.0f;
     }
     const uint8_t* blk = gp + w.scale_bytes;
     for (int64_t bb = 0; bb < w.group_blocks; ++bb, blk += w.block_bytes) {
       const int64_t b = g * w.group_blocks + bb;
       const int8_t* xb = qx + b * kI8Block;
-      int32_t isum[kI8Cols] = {};
-      if constexpr (S == QScheme::Q8_0) {
+      const uint8_t* vals = blk + w.extra_bytes;
+      int32_t half[2][kI8Cols] = {};  // k < 16, k >= 16
+      if constexpr (!i8_four_bit(S)) {
         for (int s = 0; s < 8; ++s)
           for (int c = 0; c < kI8Cols; ++c)
-            for (int t = 0; t < 4; ++t) isum[c] += static_cast<int8_t>(blk[32 * s + 4 * c + t]) * xb[4 * s + t];
+            for (int t = 0; t < 4; ++t) half[s / 4][c] += static_cast<int8_t>(vals[32 * s + 4 * c + t]) * xb[4 * s + t];
       } else {
         for (int s = 0; s < 4; ++s)
           for (int c = 0; c < kI8Cols; ++c)
             for (int t = 0; t < 4; ++t) {
-              const uint8_t v = blk[32 * s + 4 * c + t];
-              isum[c] += (v & 15) * xb[4 * s + t] + (v >> 4) * xb[16 + 4 * s + t];
+              const uint8_t v = vals[32 * s + 4 * c + t];
+              half[0][c] += (v & 15) * xb[4 * s + t];
+              half[1][c] += (v >> 4) * xb[16 + 4 * s + t];
             }
       }
       const int32_t qsum = qs[b];
       for (int c = 0; c < kI8Cols; ++c) {
-        const int32_t is = S == QScheme::Q4_0 ? isum[c] - 8 * qsum : isum[c];
+        const int32_t sc0 = halves > 0 ? i16(blk + 4 * c) : 1;
+        const int32_t sc1 = halves > 1 ? i16(blk + 32 + 4 * c) : sc0;
+        int32_t is = sc0 * half[0][c] + sc1 * half[1][c];
+        if constexpr (S == QScheme::Q4_0) is -= 8 * qsum;
         float inner = d[c] * static_cast<float>(is);
-        if constexpr (S == QScheme::Q4_1) inner = inner + m[c] * static_cast<float>(qsum);
+        if constexpr (i8_group_min(S)) inner = inner + m[c] * static_cast<float>(qsum);
+        if constexpr (i8_block_min(S)) {
+          float cv;
+          std::memcpy(&cv, blk + 32 * halves + 4 * c, sizeof cv);
+          inner = inner + cv * static_cast<float>(qsum);
+        }
         acc[c] = acc[c] + dx[b] * inner;
       }
     }
@@ -432,6 +502,11 @@ void gemm_i8(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int r
     case QScheme::Q8_0: return gemm_i8_scheme<QScheme::Q8_0>(w, p0, p1, x, rows, bias, y, ldy);
     case QScheme::Q4_0: return gemm_i8_scheme<QScheme::Q4_0>(w, p0, p1, x, rows, bias, y, ldy);
     case QScheme::Q4_1: return gemm_i8_scheme<QScheme::Q4_1>(w, p0, p1, x, rows, bias, y, ldy);
-    default: return;  // compute=int8 takes the split formats only (linear_args)
+    case QScheme::Q5_0: return gemm_i8_scheme<QScheme::Q5_0>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q5_1: return gemm_i8_scheme<QScheme::Q5_1>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q4_K: return gemm_i8_scheme<QScheme::Q4_K>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q5_K: return gemm_i8_scheme<QScheme::Q5_K>(w, p0, p1, x, rows, bias, y, ldy);
+    case QScheme::Q6_K: return gemm_i8_scheme<QScheme::Q6_K>(w, p0, p1, x, rows, bias, y, ldy);
+    default: return;  // f16 and bf16 take compute=float32 only (linear_args)
   }
 }

@@ -4,6 +4,7 @@ program with its tokenizer, chat template and config (needs torch).
     export_gguf("model.gguf", "model.kiln")                  # default weights (below)
     export_gguf("model.gguf", "model.kiln", dtype="float32")  # float32 from the dequantized weights
     export_gguf("model.gguf", "model.kiln", quantize="int8")  # re-quantized by kiln.export.quantize
+    export_gguf("model.gguf", "model.kiln", compute="int8")   # the GGUF's blocks, int8 activations
 
 The program's method `forward(tokens i64[1, T], input_pos i64[T], cache_positions
 i64[L]) -> logits f32[1, 1, vocab]` (kiln.llm.model.Decoder, last token only) has a
@@ -15,7 +16,10 @@ kiln.export.quantize (the quantized-operators extension). Without options the
 GGUF's own quantized blocks (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
 a mixed file's tensors each in its own format), and its F16 / BF16 matrices in 16
 bits, are kept as they are when that module is
-present; a kiln without it exports float32 and says so in a note.
+present; a kiln without it exports float32 and says so in a note. compute="int8"
+makes those linears quantize their input per 32-block to int8 at run time and
+multiply in integers (kiln.export.quantize's compute; docs/quantization.md has its
+speed and its perplexity cost); the 16-bit ones stay float32.
 """
 
 from __future__ import annotations
@@ -401,7 +405,7 @@ def state_from_gguf(g: GgufFile, cfg: DecoderConfig) -> dict:
     return state
 
 
-def _apply_weights(model, g: GgufFile, scheme: str):
+def _apply_weights(model, g: GgufFile, scheme: str, compute: str = "float32"):
     """The model with its weights in `scheme` ("float32", "gguf", "int8", "int4"), a
     description of what the weights are, and notes. The one place kiln llm export
     calls into kiln.export.quantize (the quantized-operators extension)."""
@@ -420,16 +424,16 @@ def _apply_weights(model, g: GgufFile, scheme: str):
                           "which this kiln does not have") from None
     if scheme in ("int8", "int4"):
         return q.quantize(model, scheme), scheme, []
-    return _keep_gguf_blocks(model, g, q)
+    return _keep_gguf_blocks(model, g, q, compute)
 
 
-def _keep_gguf_blocks(model, g: GgufFile, q):
+def _keep_gguf_blocks(model, g: GgufFile, q, compute: str):
     """Every linear and embedding weight stored in a quantized type in the GGUF file
     (gguf.QUANTIZED_TYPES) becomes a quantized module over the file's own blocks (no
     re-quantization), each tensor in its own format; so do F16 and BF16 matrices whose rows
     are whole blocks of 32 (kept in 16 bits: schemes f16 and bf16). F32 ones, and 16-bit
     ones of other row lengths, stay float32. The GGUF reader checked that every quantized
-    tensor's rows are whole blocks."""
+    tensor's rows are whole blocks. compute: the linears' (the 16-bit ones stay float32)."""
     cfg = model.cfg
     kinds = set()
     for name, t in g.tensors.items():
@@ -447,10 +451,13 @@ def _keep_gguf_blocks(model, g: GgufFile, q):
         parent_name, _, child = path.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         old = getattr(parent, child)
-        new = q.QuantizedEmbedding(weight) if isinstance(old, torch.nn.Embedding) else q.QuantizedLinear(weight)
+        if isinstance(old, torch.nn.Embedding):
+            new = q.QuantizedEmbedding(weight)
+        else:
+            new = q.QuantizedLinear(weight, compute="float32" if sixteen_bit else compute)
         setattr(parent, child, new)
         kinds.add(t.type_name)
-    return model, "gguf " + "/".join(sorted(kinds)), []
+    return model, "gguf " + "/".join(sorted(kinds)) + (", int8 activations" if compute == "int8" else ""), []
 
 
 @dataclass
@@ -475,7 +482,8 @@ class LlmExportReport:
 
 def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str | None = None,
                 context: int = DEFAULT_CONTEXT, max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
-                slots: int = 1, n_layers: int | None = None, kv_cache_dtype: str = "float32") -> LlmExportReport:
+                slots: int = 1, n_layers: int | None = None, kv_cache_dtype: str = "float32",
+                compute: str = "float32") -> LlmExportReport:
     """Builds the decoder from a GGUF file's config and tensors and exports it with
     its tokenizer, chat template and config as metadata (see the module docstring).
 
@@ -486,7 +494,9 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     of `context` positions: kiln.llm.BatchRunner decodes that many together, memory
     grows with it); n_layers: keep only the first layers (a quick model for tests,
     whose text means nothing); kv_cache_dtype: "float32", or "float16" / "bfloat16"
-    (half the cache's memory; attention reads the 16-bit rows widened to float32).
+    (half the cache's memory; attention reads the 16-bit rows widened to float32);
+    compute: the kept GGUF blocks' linears, "float32" or "int8" (the input quantized to int8
+    per 32-block at run time: faster decoding, a small perplexity cost; docs/quantization.md).
 
     Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
     NotSupported, ...) naming what was wrong; nothing is written unless it succeeds.
@@ -494,7 +504,7 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     try:
         return _export_gguf(gguf_path, out_path, dtype=dtype, quantize=quantize, context=context,
                             max_tokens_per_call=max_tokens_per_call, slots=slots, n_layers=n_layers,
-                            kv_cache_dtype=kv_cache_dtype)
+                            kv_cache_dtype=kv_cache_dtype, compute=compute)
     except KilnError:
         raise
     except Exception as e:
@@ -538,7 +548,7 @@ def _int_option(name: str, value, low: int, high: int) -> int:
 
 
 def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_per_call, slots,
-                 n_layers, kv_cache_dtype) -> LlmExportReport:
+                 n_layers, kv_cache_dtype, compute) -> LlmExportReport:
     if dtype is not None and quantize is not None:
         raise ExportError("give --dtype or --quantize, not both")
     if dtype not in (None, "float32"):
@@ -547,6 +557,11 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         raise ExportError(f"quantize {quantize!r} is not supported (int8, int4)")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ExportError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported ({', '.join(KV_CACHE_DTYPES)})")
+    if compute not in ("float32", "int8"):
+        raise ExportError(f"compute {compute!r} is not supported (float32, int8)")
+    if compute == "int8" and (dtype is not None or quantize is not None):
+        raise ExportError("compute='int8' applies to the GGUF's own blocks: give it without dtype or quantize "
+                          "(quantize='int8' re-quantizes with int8 compute already)")
     scheme = quantize or dtype or "gguf"
     context = _int_option("context", context, 2, 1 << 24)
     max_tokens_per_call = _int_option("max_tokens_per_call", max_tokens_per_call, 1, 1 << 24)
@@ -584,7 +599,7 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
 
     model = build_decoder(cfg, state_from_gguf(g, cfg), capacity=context, last_logits_only=True, slots=slots,
                         cache_dtype=getattr(torch, kv_cache_dtype))
-    model, weights, weight_notes = _apply_weights(model, g, scheme)
+    model, weights, weight_notes = _apply_weights(model, g, scheme, compute)
     notes += weight_notes
 
     special = {tokenizer.id_to_token(i): i for i in tokenizer.special_ids}

@@ -417,6 +417,100 @@ KILN_TEST(quantized_block_formats_match_reference) {
   }
 }
 
+// compute="int8" on the block formats (quant.h, Int8Block): the optimized tier repacks each block's
+// integer parts and gives the reference's bits at every level, for random blocks and for the
+// extremes the integer sums rely on (q_kernels.h): all bits set (q5 values of 31, K-quant scales
+// and mins of 63, q6_k values of 31 under scales of -1) and all clear (q6_k values of -32), against
+// rows of +-1 and of +-127 (qx = +-127), zero rows and a NaN.
+KILN_TEST(quantized_block_formats_int8_match_reference_exactly) {
+  for (const BlockFormat& f : kBlockFormats) {
+    if (f.elements == 32 && f.bytes == 64) continue;  // f16 and bf16 take compute=float32 only
+    for (const Shape& s : kBlockShapes) {
+      const int64_t k = s.groups * f.elements;
+      TestTensor q = random_blocks(f, s.n, k);
+      TestTensor x = TestTensor::random({s.m, k});
+      TestTensor bias = TestTensor::random({s.n}, true);
+      for (bool with_bias : {false, true}) {
+        Args args = block_linear_args(x, q, f, with_bias ? &bias : nullptr, "int8");
+        const std::string what = format("int8 %s m=%lld n=%lld k=%lld bias=%d", f.scheme, (long long)s.m,
+                                        (long long)s.n, (long long)k, with_bias);
+        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+      }
+    }
+    for (int fill : {0x00, 0xff}) {
+      const int64_t n = 19, k = 2 * f.elements, m = 5;
+      TestTensor q = random_blocks(f, n, k);
+      uint8_t* p = q.t.data_as<uint8_t>();
+      // Every byte but the float16 fields (kept finite and small by random_blocks).
+      for (int64_t b = 0; b < n * 2; ++b) {
+        for (int64_t i = 0; i < f.bytes; ++i) {
+          bool half = false;
+          for (const BlockFormat::Half& h : f.halves) half = half || i == h.at || i == h.at + 1;
+          if (!half) p[b * f.bytes + i] = static_cast<uint8_t>(fill);
+        }
+      }
+      TestTensor x = TestTensor::random({m, k});
+      float* row = x.f();
+      for (int64_t i = 0; i < k; ++i) {
+        row[i] = i % 2 ? 1.0f : -1.0f;
+        row[k + i] = i % 3 ? 127.0f : -127.0f;
+        row[2 * k + i] = 0.0f;
+        row[3 * k + i] = 1.0f;
+      }
+      row[4 * k + 7] = std::numeric_limits<float>::quiet_NaN();
+      const std::string what = format("int8 %s bytes 0x%02x", f.scheme, fill);
+      const int ran =
+          expect_tiers_match(what, kLinear, block_linear_args(x, q, f, nullptr, "int8"), {m * n}, Tolerance{0, 0});
+      KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
+// The int8 reference is the float product up to the rounding of x to int8: per 32-block of x at
+// most dx / 2 per element, so |y_int8 - y| <= sum_b dx_b / 2 * sum_{i in b} |w_i| (plus float
+// rounding). The decoded weights come from the embedding kernel, an independent decoding, so a
+// wrong split into integer parts (a scale on the wrong half, a min of the wrong sign) fails here.
+KILN_TEST(quantized_block_formats_int8_reference_is_the_float_product) {
+  for (const BlockFormat& f : kBlockFormats) {
+    if (f.elements == 32 && f.bytes == 64) continue;
+    const int64_t n = 7, k = 3 * f.elements, m = 3;
+    TestTensor q = random_blocks(f, n, k);
+    TestTensor x = TestTensor::random({m, k});
+    TestTensor y = TestTensor::output(m * n);
+    KernelRun r = run_kernel(kLinear, block_linear_args(x, q, f, nullptr, "int8"), {&y}, kTierPortable, Isa::Baseline);
+    KILN_EXPECT(r.found && r.status.is_ok(), "int8 %s: %s", f.scheme, r.status.to_string().c_str());
+    TestTensor idx({n}, ScalarType::Int64);
+    for (int64_t j = 0; j < n; ++j) idx.t.data_as<int64_t>()[j] = j;
+    TestTensor w = TestTensor::output(n * k);
+    Args emb;
+    emb.tensor(q).none().none().tensor(idx).str(f.scheme).i(f.elements);
+    KernelRun e = run_kernel(kEmbedding, emb, {&w}, kTierPortable, Isa::Baseline);
+    KILN_EXPECT(e.found && e.status.is_ok(), "embedding %s: %s", f.scheme, e.status.to_string().c_str());
+    const float* xf = x.f();
+    const float* wf = w.t.data_as<float>();
+    const float* yf = y.t.data_as<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0.0, bound = 0.0, mag = 0.0;
+        for (int64_t b = 0; b < k / 32; ++b) {
+          double amax = 0.0, wabs = 0.0;
+          for (int64_t t = b * 32; t < b * 32 + 32; ++t) {
+            amax = std::max(amax, std::fabs(static_cast<double>(xf[i * k + t])));
+            wabs += std::fabs(static_cast<double>(wf[j * k + t]));
+            exact += static_cast<double>(xf[i * k + t]) * wf[j * k + t];
+            mag += std::fabs(static_cast<double>(xf[i * k + t]) * wf[j * k + t]);
+          }
+          bound += amax / 127.0 / 2.0 * wabs;
+        }
+        const double err = std::fabs(yf[i * n + j] - exact);
+        KILN_EXPECT(err <= bound * 1.001 + 1e-5 * mag, "int8 %s [%lld, %lld]: %g from the float product, bound %g",
+                    f.scheme, (long long)i, (long long)j, err, bound);
+      }
+    }
+  }
+}
+
 KILN_TEST(quantized_block_embedding_matches_reference) {
   for (const BlockFormat& f : kBlockFormats) {
     for (int64_t blocks : {int64_t{1}, int64_t{3}}) {
@@ -509,8 +603,9 @@ KILN_TEST(quantized_malformed_weights_are_clear_errors) {
     Args group;
     group.tensor(xk).tensor(q).none().none().none().str("q4_k").i(32).str("float32");
     expect_refused("q4_k group 32", kLinear, group, "group_size 32 does not fit q4_k, whose blocks are 256");
-    expect_refused("q4_k int8", kLinear, block_linear_args(xk, q, q4k, nullptr, "int8"),
-                   "compute=int8 takes q8_0, q4_0 or q4_1 weights, not q4_k");
+    TestTensor f16 = random_blocks(kBlockFormats[5], 8, 512);
+    expect_refused("f16 int8", kLinear, block_linear_args(xk, f16, kBlockFormats[5], nullptr, "int8"),
+                   "compute=int8 takes integer weights, not f16");
     TestTensor wrong_k = TestTensor::random({2, 256});
     expect_refused("q4_k in_features", kLinear, block_linear_args(wrong_k, q, q4k, nullptr), "in_features");
     TestTensor signed_q({8, 44}, ScalarType::Int8, -1, true);

@@ -22,6 +22,8 @@ BLOCK_FORMATS: Dict[int, Tuple[str, str, int, int]] = {
 # them in rows of any length; kiln keeps those whose rows are whole blocks of 32 (the others, and
 # these with --dtype float32, are widened to float32).
 HALF_FORMATS: Dict[int, Tuple[str, str, int, int]] = {1: ("F16", "f16", 32, 64), 30: ("BF16", "bf16", 32, 64)}
+# The block formats of integers (compute="int8" takes them; f16 and bf16 it does not).
+INT8_SCHEMES = tuple(scheme for _, scheme, _, _ in BLOCK_FORMATS.values())
 # kiln scheme -> (elements, bytes) per block
 BLOCK_SIZES: Dict[str, Tuple[int, int]] = {scheme: (e, b) for _, scheme, e, b in
                                            (*BLOCK_FORMATS.values(), *HALF_FORMATS.values())}
@@ -41,25 +43,22 @@ def _k_scales(sc: np.ndarray):
     return scales, mins
 
 
-def decode_blocks(blocks: np.ndarray, scheme: str) -> np.ndarray:
-    """blocks uint8 [n, bytes per block] -> float32 [n, elements per block]."""
+def block_parts(blocks: np.ndarray, scheme: str):
+    """The integer formats' blocks uint8 [n, bytes] as w = d * sc * q + c (quant.h's Int8Block):
+    (q int64 [n, E], sc int64 [n, E / 16], d float32 [n, 1], c float32 [n, E / 32] or None), E the
+    block's elements; each part exact, so the decoded weight rounds only in + c."""
     n = blocks.shape[0]
-    if scheme == "f16":
-        return np.ascontiguousarray(blocks).view("<f2").astype(np.float32)
-    if scheme == "bf16":
-        return (np.ascontiguousarray(blocks).view("<u2").astype(np.uint32) << 16).view(np.float32)
     if scheme in ("q5_0", "q5_1"):
         at = 2 if scheme == "q5_0" else 4
         qh = np.ascontiguousarray(blocks[:, at:at + 4]).view("<u4").astype(np.int64)        # [n, 1]
         high = (qh >> np.arange(32)) & 1                                                      # [n, 32]
         qs = blocks[:, at + 4:at + 20].astype(np.int64)
         q = np.concatenate([qs & 15, qs >> 4], axis=1) | (high << 4)
-        d = _half(blocks[:, 0:2])
+        ones = np.ones((n, 2), dtype=np.int64)
         if scheme == "q5_0":
-            return d * (q - 16).astype(np.float32)
-        return d * q.astype(np.float32) + _half(blocks[:, 2:4])
+            return q - 16, ones, _half(blocks[:, 0:2]), None
+        return q, ones, _half(blocks[:, 0:2]), _half(blocks[:, 2:4])
     if scheme in ("q4_k", "q5_k"):
-        d, dmin = _half(blocks[:, 0:2]), _half(blocks[:, 2:4])
         scales, mins = _k_scales(blocks[:, 4:16])
         qs = blocks[:, 16:144] if scheme == "q4_k" else blocks[:, 48:176]
         qs = qs.astype(np.int64).reshape(n, 4, 1, 32)
@@ -67,19 +66,31 @@ def decode_blocks(blocks: np.ndarray, scheme: str) -> np.ndarray:
         if scheme == "q5_k":
             qh = blocks[:, 16:48].astype(np.int64).reshape(n, 1, 32)
             q = q | (((qh >> np.arange(8).reshape(1, 8, 1)) & 1) << 4)
-        d1 = (d * scales.astype(np.float32))[:, :, None]
-        m1 = (dmin * mins.astype(np.float32))[:, :, None]
-        return (d1 * q.astype(np.float32) - m1).reshape(n, 256)
+        c = -(_half(blocks[:, 2:4]) * mins.astype(np.float32))
+        return q.reshape(n, 256), np.repeat(scales.astype(np.int64), 2, axis=1), _half(blocks[:, 0:2]), c
     if scheme == "q6_k":
         ql = blocks[:, 0:128].astype(np.int64).reshape(n, 2, 64)
         qh = blocks[:, 128:192].astype(np.int64).reshape(n, 2, 1, 32)
         low = np.concatenate([ql[..., :32] & 15, ql[..., 32:] & 15, ql[..., :32] >> 4, ql[..., 32:] >> 4], axis=-1)
         high = ((qh >> (2 * np.arange(4)).reshape(1, 1, 4, 1)) & 3).reshape(n, 2, 128)
-        q = (low | (high << 4)).reshape(n, 16, 16) - 32
-        sc = blocks[:, 192:208].copy().view(np.int8).astype(np.float32)                      # [n, 16]
-        d = _half(blocks[:, 208:210])
-        return ((d * sc)[:, :, None] * q.astype(np.float32)).reshape(n, 256)
-    raise ValueError(f"{scheme!r} is not one of kiln's block formats ({', '.join(BLOCK_SIZES)})")
+        q = (low | (high << 4)).reshape(n, 256) - 32
+        sc = blocks[:, 192:208].copy().view(np.int8).astype(np.int64)                        # [n, 16]
+        return q, sc, _half(blocks[:, 208:210]), None
+    raise ValueError(f"{scheme!r} is not one of kiln's integer block formats ({', '.join(INT8_SCHEMES)})")
+
+
+def decode_blocks(blocks: np.ndarray, scheme: str) -> np.ndarray:
+    """blocks uint8 [n, bytes per block] -> float32 [n, elements per block]."""
+    if scheme == "f16":
+        return np.ascontiguousarray(blocks).view("<f2").astype(np.float32)
+    if scheme == "bf16":
+        return (np.ascontiguousarray(blocks).view("<u2").astype(np.uint32) << 16).view(np.float32)
+    if scheme not in BLOCK_SIZES:
+        raise ValueError(f"{scheme!r} is not one of kiln's block formats ({', '.join(BLOCK_SIZES)})")
+    q, sc, d, c = block_parts(blocks, scheme)
+    w = (d * np.repeat(sc, 16, axis=1).astype(np.float32)) * q.astype(np.float32)
+    # No + 0 where there is no c: it would turn a -0.0 into +0.0 (gguf keeps the sign).
+    return w if c is None else w + np.repeat(c, 32, axis=1)
 
 
 def decode_rows(qweight: np.ndarray, scheme: str) -> np.ndarray:

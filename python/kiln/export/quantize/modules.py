@@ -39,7 +39,7 @@ each row's blocks byte for byte, scales and mins are None, group_size is B:
     bf16    BF16  32   64      the bfloat16 value
 
 (the byte layouts in extensions/quantized/quant.h; decoded by blocks.py, equal to
-gguf.quants.dequantize bit for bit). compute="int8" takes the three formats above only.
+gguf.quants.dequantize bit for bit). compute="int8" takes them all but f16 and bf16.
 
 `compute` is "float32" (the weights are decoded to float32 and multiplied with
 the float32 input) or "int8" (each row of the input is quantized to int8 per

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .blocks import BLOCK_SIZES, decode_rows
+from .blocks import BLOCK_SIZES, INT8_SCHEMES, block_parts, decode_rows
 
 SPLIT_SCHEMES = ("q8_0", "q4_0", "q4_1")
 SCHEMES = SPLIT_SCHEMES + tuple(BLOCK_SIZES)
@@ -131,15 +131,41 @@ def _linear_int8(x2, qweight, scales, mins, scheme, group_size):
     return (dx[:, None, :] * inner).sum(-1)
 
 
+def _linear_int8_blocks(x2, qweight, scheme):
+    """compute="int8" on a block format (blocks.block_parts: w = d * sc * q + c): per 32-block of
+    the input, dx * (d * (sc0 * sum16(qx * q) + sc1 * sum16(qx * q)) + c * sum(qx))."""
+    n = qweight.shape[0]
+    elements, nbytes = BLOCK_SIZES[scheme]
+    k = x2.shape[1]
+    q, sc, d, c = block_parts(qweight.numpy().reshape(-1, nbytes), scheme)
+    per = elements // 32
+    q = torch.from_numpy(q).reshape(n, k // 16, 16).double()
+    sc = torch.from_numpy(sc).reshape(n, k // 16).double()
+    d = torch.from_numpy(d).reshape(n, k // elements).repeat_interleave(per, dim=1)          # [N, blocks]
+    qx, dx = quantize_activations(x2)
+    qx16 = qx.reshape(-1, k // 16, 16).double()
+    isum = (torch.einsum("mhi,nhi->mnh", qx16, q) * sc[None]).reshape(x2.shape[0], n, k // 32, 2).sum(-1).float()
+    inner = d[None] * isum                                                                     # exact integers above
+    if c is not None:
+        c = torch.from_numpy(c).reshape(n, k // 32)
+        inner = inner + c[None] * qx.reshape(-1, k // 32, 32).sum(-1)[:, None, :]
+    return (dx[:, None, :] * inner).sum(-1)
+
+
 def _linear(input, qweight, scales, mins, bias, scheme, group_size, compute="float32"):
     if compute not in COMPUTES:
         raise ValueError(f"compute must be one of {', '.join(COMPUTES)}, got {compute!r}")
     if compute == "float32":
         return F.linear(input, decode(qweight, scales, mins, scheme, group_size), bias)
-    if scheme in BLOCK_SIZES:
-        raise ValueError(f"compute='int8' takes {', '.join(SPLIT_SCHEMES)} weights, not {scheme}")
+    if scheme not in SPLIT_SCHEMES + INT8_SCHEMES:
+        raise ValueError(f"compute='int8' takes integer weights ({', '.join(SPLIT_SCHEMES + INT8_SCHEMES)}), "
+                         f"not {scheme}")
     k = check_layout(qweight, scales, mins, scheme, group_size)
-    y = _linear_int8(input.reshape(-1, k).float(), qweight, scales, mins, scheme, group_size)
+    x2 = input.reshape(-1, k).float()
+    if scheme in INT8_SCHEMES:
+        y = _linear_int8_blocks(x2, qweight, scheme)
+    else:
+        y = _linear_int8(x2, qweight, scales, mins, scheme, group_size)
     if bias is not None:
         y = y + bias
     return y.reshape(*input.shape[:-1], qweight.shape[0])
