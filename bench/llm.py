@@ -11,7 +11,7 @@ For each weight variant and thread count, through kiln.llm.Runner (what
   the share of the FMA peak measured now (2 FLOP per weight of every layer's
   linears per token, plus the output head once per call: only the last token's
   logits are computed);
-- decode: DECODE tokens after a 16-token prompt (greedy, ignore_eos), tokens /
+- decode: DECODE tokens after a PREFILL-token prompt (greedy, ignore_eos), tokens /
   wall second of the one-token steps;
 - float32: the decode step as a share of the memory-bandwidth bound, fp32 weight
   bytes read per token (every linear weight, the tied output head, the norms, one
@@ -34,14 +34,16 @@ system Python), so run this script with build/llama-venv/bin/python.
 groups of 32, kiln.export.quantize from the float32 model, SmolLM2's embedding and tied head
 q8_0 per row): each program's perplexity on PPL_TEXT (one prefill, against the float32 eager
 model's) and its decode steps per second (one-token calls of the exported module after a
-16-token prompt, medians of --rounds), through kiln.export rather than the LLM runner (whose
-export has no compute option).
+16-token prompt, medians of --rounds), through kiln.export rather than the LLM runner.
 
 --formats Q4_0,Q8_0,Q4_K_M,F16: the GGUF requantized by llama.cpp's own quantizer (llama_cpp's
 llama_model_quantize, allow_requantize: from the file's Q4_1 the weights lose precision, which
 does not change the speed), each file exported by kiln with its own blocks (the default
 export) and run by kiln and by llama.cpp alternately, twice each, at every thread count: the
-better of each runtime's two medians and the ratio kiln / llama.cpp (above 1, kiln is faster).
+better of each runtime's two medians and the ratio kiln / llama.cpp (above 1, kiln is faster):
+prefill of PREFILL and LONG_PREFILL tokens, DECODE steps after a PREFILL-token prompt.
+--compute float32,int8 exports each file once per compute (kiln llm export --compute) and
+prints each program's perplexity on PPL_LONG (one-token calls), int8's change beside it.
 
 --large: a llama of about 0.5B parameters (LARGE: dim 1536, 16 layers, FFN 4096) with random
 float16 weights and SmolLM2's tokenizer, requantized by llama.cpp to Q4_K_M (its K-quant rows
@@ -71,20 +73,45 @@ sys.path.insert(0, str(HERE))
 import kiln  # noqa: E402
 from kiln.llm import Runner  # noqa: E402
 
-PREFILL = 64
-DECODE = 64
-CONTEXT = 512
+PREFILL = 128       # tokens per call of the exported programs; the short prefill
+LONG_PREFILL = 512  # the long prefill (kiln: 4 calls of PREFILL; llama.cpp: one batch of 512)
+DECODE = 128        # one-token steps after a PREFILL-token prompt
+CONTEXT = 1024
 # name -> options of kiln.llm.export_gguf (besides context and max_tokens_per_call)
 # name -> kiln.llm.export.export_gguf options ("gguf 4-bit": the file's own Q4_1 / Q8_0 blocks).
 VARIANTS = {"float32": {"dtype": "float32"}, "int8": {"quantize": "int8"}, "gguf 4-bit": {}}
 TEXT = ("The history of the sea is the history of the world: ships carried spices, stories and "
-        "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 8
+        "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 20
 
 
 PPL_TEXT = ("The history of the printing press begins in the fifteenth century, when craftsmen in Mainz combined "
             "movable metal type, oil-based ink and a screw press adapted from wine making. Within fifty years "
             "presses were running in more than two hundred European cities, books became cheaper, and the spread "
             "of literacy changed religion, science and politics for centuries to come.")
+# The text --compute scores each program on (about 560 SmolLM2 tokens of plain prose, written here).
+PPL_LONG = (
+    "Bread is one of the oldest prepared foods. Long before anyone wrote a recipe down, people ground wild grain "
+    "between stones, mixed the flour with water and baked the paste on hot rocks. The result was flat, dense and "
+    "kept for days, which mattered more than its taste. Leavened bread came later, probably by accident: a dough "
+    "left in a warm place caught yeasts from the air, rose, and baked into something lighter. Bakers learned to keep "
+    "a piece of each batch to start the next one, and some of those starters have been fed for generations.\n\n"
+    "A river changes its course slowly and then all at once. Water cuts into the outside of each bend and drops "
+    "sand on the inside, so the loops grow wider year after year. When a flood finally breaks through the narrow "
+    "neck between two loops, the river takes the shorter path and leaves the old bend behind as a quiet lake. "
+    "Farmers who lived beside such rivers knew that the best soil was the newest, and that it came with the risk "
+    "of losing the field in the next wet spring.\n\n"
+    "The first public libraries were not free. Readers paid a fee, or belonged to a society whose members shared "
+    "the cost of buying books. Over the nineteenth century towns began to fund libraries from local taxes, on the "
+    "argument that a city of readers would be safer, richer and better governed. The buildings were often grand, "
+    "with tall windows for light, because electric lamps were still rare and candles were a danger to paper.\n\n"
+    "Learning to ride a bicycle is mostly learning not to think about it. A beginner stares at the front wheel, "
+    "steers too hard and falls. After a few days the body takes over: small turns of the handlebar keep the wheels "
+    "under the rider, the eyes look down the road, and balance stops being a problem to solve. Years later the "
+    "skill is still there, even if the rider has not touched a bicycle since childhood.\n\n"
+    "In the mountains the weather can change within an hour. A clear morning warms the valleys, the warm air rises "
+    "along the slopes, and by early afternoon clouds have built over the peaks. Experienced walkers start early and "
+    "plan to be off the ridges before the storms arrive. They carry a layer for the wind, more water than they "
+    "expect to need, and a map, because a phone battery does not care how far it is from the nearest road.")
 INT8_VARIANTS = [("q8_0", "float32"), ("q8_0", "int8"), ("q4_0", "float32"), ("q4_0", "int8")]
 
 
@@ -180,30 +207,52 @@ def timed(fn):
 
 
 def bench_kiln(path: Path, threads: int, rounds: int) -> dict:
+    """Prefill of PREFILL and LONG_PREFILL tokens from an empty cache, and DECODE one-token steps after a
+    PREFILL-token prompt: medians of tokens per wall (and CPU) second."""
     kiln.set_num_threads(threads)
     runner = Runner(path)
-    prompt = runner.tokenizer.encode(TEXT)[:PREFILL]
-    short = prompt[:16]
-    assert len(prompt) == PREFILL
-    runner.generate(prompt, max_new_tokens=2, temperature=0)  # warm-up (packs weights, faults pages in)
-    prefill, prefill_cpu, decode, decode_cpu = [], [], [], []
+    prompt = runner.tokenizer.encode(TEXT)[:LONG_PREFILL]
+    assert len(prompt) == LONG_PREFILL
+    runner.generate(prompt[:PREFILL], max_new_tokens=2, temperature=0)  # warm-up (packs weights, faults pages in)
+    prefill, prefill_cpu, long_prefill, decode, decode_cpu = [], [], [], [], []
     for _ in range(rounds):
         # stream() runs the prefill before it returns; iterating runs the one-token steps.
+        for n, walls, cpus in ((PREFILL, prefill, prefill_cpu), (LONG_PREFILL, long_prefill, [])):
+            runner.reset()
+            started = []
+            wall, cpu = timed(lambda: started.append(runner.stream(prompt[:n], max_new_tokens=1, temperature=0)))  # noqa: B023
+            walls.append(n / wall)
+            cpus.append(n / cpu)
+            list(started[0])
         runner.reset()
-        started = []
-        wall, cpu = timed(lambda: started.append(runner.stream(prompt, max_new_tokens=1, temperature=0)))
-        prefill.append(PREFILL / wall)
-        prefill_cpu.append(PREFILL / cpu)
-        list(started[0])
-        runner.reset()
-        steps = runner.stream(short, max_new_tokens=DECODE + 1, temperature=0, ignore_eos=True)
-        wall, cpu = timed(lambda: list(steps))
+        steps = runner.stream(prompt[:PREFILL], max_new_tokens=DECODE + 1, temperature=0, ignore_eos=True)
+        next(steps)  # the prompt and the first token
+        wall, cpu = timed(lambda: list(steps))  # noqa: B023
         assert runner.stats.generated_tokens == DECODE + 1, runner.stats
         decode.append(DECODE / wall)
         decode_cpu.append(DECODE / cpu)
     return {"prefill": statistics.median(prefill), "prefill_cpu": statistics.median(prefill_cpu),
+            "prefill_long": statistics.median(long_prefill),
             "decode": statistics.median(decode), "decode_cpu": statistics.median(decode_cpu),
             "config": json.loads(kiln.load(path).metadata("kiln.llm.config"))}
+
+
+def program_perplexity(path: Path, text: str = PPL_LONG) -> tuple[float, int]:
+    """(perplexity, tokens) of an LLM program on text: one-token calls of its forward method (the
+    program returns the last position's logits only), every logit but the last scored."""
+    import numpy as np
+
+    program = kiln.load(path)
+    tokenizer = kiln.llm.Tokenizer.from_json(program.metadata("kiln.llm.tokenizer").decode())
+    ids = tokenizer.encode(text)
+    method = program.load_method("forward")
+    method.reset_state()
+    total = 0.0
+    for pos in range(len(ids) - 1):
+        z = method(np.array([[ids[pos]]]), np.array([[pos]]), np.array([0]), np.arange(pos + 1))[0][0, -1]
+        z = z.astype(np.float64) - z.max()
+        total -= z[ids[pos + 1]] - np.log(np.exp(z).sum())
+    return float(np.exp(total / (len(ids) - 1))), len(ids)
 
 
 def bench_llama_cpp(gguf: Path, threads: int, rounds: int):
@@ -211,24 +260,26 @@ def bench_llama_cpp(gguf: Path, threads: int, rounds: int):
         from llama_cpp import Llama
     except ImportError:
         return None
-    llm = Llama(model_path=str(gguf), n_ctx=CONTEXT, n_threads=threads, n_threads_batch=threads, n_batch=PREFILL,
-                verbose=False, logits_all=False)
-    prompt = llm.tokenize(TEXT.encode(), add_bos=False)[:PREFILL]
-    prefill, decode = [], []
+    llm = Llama(model_path=str(gguf), n_ctx=CONTEXT, n_threads=threads, n_threads_batch=threads, n_batch=LONG_PREFILL,
+                n_ubatch=LONG_PREFILL, verbose=False, logits_all=False)
+    prompt = llm.tokenize(TEXT.encode(), add_bos=False)[:LONG_PREFILL]
+    prefill, long_prefill, decode = [], [], []
     for _ in range(rounds + 1):
+        for n, rates in ((PREFILL, prefill), (LONG_PREFILL, long_prefill)):
+            llm.reset()
+            wall = time.perf_counter()
+            llm.eval(prompt[:n])
+            rates.append(n / (time.perf_counter() - wall))
         llm.reset()
-        wall = time.perf_counter()
-        llm.eval(prompt)
-        prefill.append(PREFILL / (time.perf_counter() - wall))
-        llm.reset()
-        llm.eval(prompt[:16])
+        llm.eval(prompt[:PREFILL])
         token = llm.sample(temp=0.0)
         wall = time.perf_counter()
         for _ in range(DECODE):
             llm.eval([token])
             token = llm.sample(temp=0.0)
         decode.append(DECODE / (time.perf_counter() - wall))
-    return {"prefill": statistics.median(prefill[1:]), "decode": statistics.median(decode[1:])}
+    return {"prefill": statistics.median(prefill[1:]), "prefill_long": statistics.median(long_prefill[1:]),
+            "decode": statistics.median(decode[1:])}
 
 
 LLAMA_FTYPES = {"Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "Q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
@@ -251,37 +302,63 @@ def requantize(gguf: Path, out: Path, fmt: str) -> None:
 
 def side_by_side(program: Path, gguf: Path, threads: int, rounds: int) -> tuple:
     """kiln on program and llama.cpp on gguf, alternately, twice each: the better of each runtime's
-    two medians, as (kiln prefill, llama.cpp prefill, kiln decode, llama.cpp decode) tokens/s."""
+    two medians, as (kiln, llama.cpp) dicts of prefill, prefill_long and decode tokens/s."""
     ours, theirs = [], []
     for _ in range(2):
         ours.append(bench_kiln(program, threads, rounds))
         theirs.append(bench_llama_cpp(gguf, threads, rounds))
-    return (max(r["prefill"] for r in ours), max(r["prefill"] for r in theirs),
-            max(r["decode"] for r in ours), max(r["decode"] for r in theirs))
+    best = lambda runs: {k: max(r[k] for r in runs) for k in ("prefill", "prefill_long", "decode")}  # noqa: E731
+    return best(ours), best(theirs)
 
 
-def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[int], rounds: int) -> None:
+def kiln_program(source: Path, compute: str) -> Path:
+    """source (a GGUF) exported by kiln with its own blocks and `compute`, next to it (reused)."""
     from kiln.llm.export import export_gguf
 
+    program = source.with_name(source.stem + ("" if compute == "float32" else f"-{compute}") + ".kiln")
+    if not program.exists():
+        print(f"exporting {program.name} ...", flush=True)
+        export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL, compute=compute)
+    return program
+
+
+RATE_HEADER = ["kiln prefill 128 tok/s", "llama.cpp", "ratio", "kiln prefill 512 tok/s", "llama.cpp", "ratio",
+               "kiln decode tok/s", "llama.cpp", "ratio"]
+
+
+def rate_cells(k: dict, ll: dict) -> list:
+    """kiln's and llama.cpp's rates with their ratio (above 1, kiln is faster)."""
+    cells = []
+    for key in ("prefill", "prefill_long", "decode"):
+        cells += [f"{k[key]:.1f}", f"{ll[key]:.1f}", f"{k[key] / ll[key]:.2f}"]
+    return cells
+
+
+def bench_formats(gguf: Path, workdir: Path, formats: list[str], threads: list[int], rounds: int,
+                  computes: list[str]) -> None:
     print(f"kiln {kiln.__version__} (isa {kiln.detected_isa()}) and llama.cpp on {gguf.name} requantized; prefill "
-          f"{PREFILL} tokens, decode {DECODE} tokens; each runtime twice, alternating, medians of {rounds} rounds")
+          f"{PREFILL} and {LONG_PREFILL} tokens, decode {DECODE} tokens after {PREFILL}; each runtime twice, "
+          f"alternating, medians of {rounds} rounds; kiln's perplexity on PPL_LONG")
     print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
-    header = ["format", "threads", "kiln prefill tok/s", "llama.cpp prefill", "kiln / llama.cpp prefill",
-              "kiln decode tok/s", "llama.cpp decode", "kiln / llama.cpp decode"]
+    header = ["format", "compute", "perplexity", "threads"] + RATE_HEADER
     rows = []
     for fmt in formats:
         source = workdir / f"smollm2-{fmt}.gguf"
         if not source.exists():
             print(f"requantizing to {fmt} ...", flush=True)
             requantize(gguf, source, fmt)
-        program = workdir / f"smollm2-{fmt}.kiln"
-        if not program.exists():
-            print(export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL).notes, flush=True)
-        for n in threads:
-            kp, lp, kd, ld = side_by_side(program, source, n, rounds)
-            row = [fmt, n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}"]
-            rows.append(row)
-            print("  " + " | ".join(map(str, row)), flush=True)
+        ppl_float = None
+        for compute in computes:
+            program = kiln_program(source, compute)
+            ppl, count = program_perplexity(program)
+            ppl_float = ppl if compute == "float32" else ppl_float
+            change = f" ({ppl / ppl_float - 1:+.2%})" if ppl_float is not None and compute != "float32" else ""
+            for n in threads:
+                k, ll = side_by_side(program, source, n, rounds)
+                row = [fmt, compute, f"{ppl:.3f}{change}", n] + rate_cells(k, ll)
+                rows.append(row)
+                print("  " + " | ".join(map(str, row)), flush=True)
+    print(f"\nperplexity: {count} tokens of PPL_LONG, one-token calls")
     print_table(header, rows)
 
 
@@ -335,37 +412,34 @@ def bytes_per_token(gguf: Path) -> int:
     return total
 
 
-def bench_large(smollm2: Path, workdir: Path, threads: list[int], rounds: int, probe) -> None:
+def bench_large(smollm2: Path, workdir: Path, threads: list[int], rounds: int, probe, computes: list[str]) -> None:
     """kiln against llama.cpp on the LARGE model in Q4_K_M: tokens per second and the decode step
     as a share of the memory-bandwidth bound (bytes_per_token / memcpy bandwidth measured now)."""
-    from kiln.llm.export import export_gguf
-
-    f16, source, program = (workdir / f"random-0.5b-{f}" for f in ("F16.gguf", "Q4_K_M.gguf", "Q4_K_M.kiln"))
+    f16, source = (workdir / f"random-0.5b-{f}" for f in ("F16.gguf", "Q4_K_M.gguf"))
     if not source.exists():
         if not f16.exists():
             print(f"writing {f16.name} ...", flush=True)
             write_large_gguf(smollm2, f16)
         print(f"requantizing to {source.name} ...", flush=True)
         requantize(f16, source, "Q4_K_M")
-    if not program.exists():
-        export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL)
     nbytes = bytes_per_token(source)
     print(f"kiln {kiln.__version__} (isa {kiln.detected_isa()}) and llama.cpp on {source.name} ({LARGE}, "
-          f"{nbytes / 1e6:.0f} MB read per decode step); prefill {PREFILL} tokens, decode {DECODE} tokens; each "
-          f"runtime twice, alternating, medians of {rounds} rounds")
+          f"{nbytes / 1e6:.0f} MB read per decode step); prefill {PREFILL} and {LONG_PREFILL} tokens, decode "
+          f"{DECODE} tokens after {PREFILL}; each runtime twice, alternating, medians of {rounds} rounds")
     print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
-    header = ["threads", "kiln prefill tok/s", "llama.cpp prefill", "kiln / llama.cpp prefill", "kiln decode tok/s",
-              "llama.cpp decode", "kiln / llama.cpp decode", "bandwidth bound tok/s (memcpy GB/s)",
-              "kiln share", "llama.cpp share"]
+    header = ["compute", "threads"] + RATE_HEADER + ["bandwidth bound tok/s (memcpy GB/s)", "kiln share",
+                                                     "llama.cpp share"]
     rows = []
-    for n in threads:
-        kp, lp, kd, ld = side_by_side(program, source, n, rounds)
-        copy = probe.copy_gbs(n)
-        bound = copy * 1e9 / nbytes
-        row = [n, f"{kp:.1f}", f"{lp:.1f}", f"{kp / lp:.2f}", f"{kd:.1f}", f"{ld:.1f}", f"{kd / ld:.2f}",
-               f"{bound:.1f} ({copy:.1f})", f"{kd / bound:.0%}", f"{ld / bound:.0%}"]
-        rows.append(row)
-        print("  " + " | ".join(map(str, row)), flush=True)
+    for compute in computes:
+        program = kiln_program(source, compute)
+        for n in threads:
+            k, ll = side_by_side(program, source, n, rounds)
+            copy = probe.copy_gbs(n)
+            bound = copy * 1e9 / nbytes
+            row = [compute, n] + rate_cells(k, ll) + [f"{bound:.1f} ({copy:.1f})", f"{k['decode'] / bound:.0%}",
+                                                      f"{ll['decode'] / bound:.0%}"]
+            rows.append(row)
+            print("  " + " | ".join(map(str, row)), flush=True)
     print_table(header, rows)
 
 
@@ -380,6 +454,9 @@ def main() -> int:
                         help="compute=int8 against float32 for q8_0 and q4_0 linears: perplexity and decode steps")
     parser.add_argument("--formats", help="comma-separated GGUF formats (" + ", ".join(LLAMA_FTYPES) + "): the "
                         "file requantized by llama.cpp, kiln against llama.cpp on each")
+    parser.add_argument("--compute", default="float32",
+                        help="--formats and --large: comma-separated computes of kiln's programs (float32, int8: "
+                        "kiln llm export --compute), each with its perplexity")
     parser.add_argument("--large", action="store_true",
                         help="a 0.5B random-weight llama in Q4_K_M (requantized by llama.cpp): kiln against "
                         "llama.cpp, with the share of the memory-bandwidth bound")
@@ -393,6 +470,9 @@ def main() -> int:
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kiln-llm-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     threads = [int(t) for t in args.threads.split(",")]
+    computes = args.compute.split(",")
+    if set(computes) - {"float32", "int8"}:
+        parser.error(f"--compute: float32 or int8, got {args.compute}")
     if args.int8_compute:
         print(f"load average {load_average()} (1, 5, 15 min) on {os.cpu_count()} cores")
         bench_int8_compute(workdir, threads, args.rounds)
@@ -404,13 +484,13 @@ def main() -> int:
             parser.error("--large and --formats need llama_cpp (bash bench/setup_llama_cpp.sh, then run this "
                          "script with build/llama-venv/bin/python)")
     if args.large:
-        bench_large(gguf, workdir, threads, args.rounds, Probe(workdir))
+        bench_large(gguf, workdir, threads, args.rounds, Probe(workdir), computes)
         return 0
     if args.formats:
         unknown = set(args.formats.split(",")) - set(LLAMA_FTYPES)
         if unknown:
             parser.error(f"--formats: unknown {', '.join(sorted(unknown))} (known: {', '.join(LLAMA_FTYPES)})")
-        bench_formats(gguf, workdir, args.formats.split(","), threads, args.rounds)
+        bench_formats(gguf, workdir, args.formats.split(","), threads, args.rounds, computes)
         return 0
     probe = Probe(workdir)
 

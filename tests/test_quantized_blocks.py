@@ -268,6 +268,10 @@ def mixed_programs(tmp_path_factory, torch):
         gguf_path = write_gguf(folder / f"{label}.gguf", meta, tensors)
         out[label] = folder / f"{label}.kiln"
         out[label + "_report"] = export_gguf(gguf_path, out[label], context=64, max_tokens_per_call=16)
+        if label == "mixed":
+            out["int8"] = folder / "mixed-int8.kiln"
+            out["int8_report"] = export_gguf(gguf_path, out["int8"], context=64, max_tokens_per_call=16,
+                                             compute="int8")
     return out
 
 
@@ -295,6 +299,32 @@ def test_mixed_gguf_exports_as_it_is_and_decodes_like_its_f32_twin(mixed_program
         runner.generate(ids, max_new_tokens=12, temperature=0, ignore_eos=True)
         tokens.append(runner.generated_tokens)
     assert tokens[0] == tokens[1] and len(tokens[0]) == 12, tokens
+
+
+def test_mixed_gguf_with_int8_compute(mixed_programs):
+    """kiln llm export --compute int8: every integer linear of the file's blocks quantizes its input
+    (the report and config say so), the logits stay near the float path's, and bad combinations are
+    clear errors."""
+    from kiln.llm.export import export_gguf
+
+    from zoo import smollm2 as zoo
+
+    report = mixed_programs["int8_report"]
+    assert report.weights == "gguf Q4_K/Q5_0/Q5_1/Q5_K/Q6_K/Q8_0, int8 activations", report.weights
+    text = str(report)
+    for scheme, count in (("q5_0", 9), ("q5_1", 9), ("q4_k", 1), ("q5_k", 1), ("q6_k", 1)):
+        assert f"{count} x linear {scheme}/{256 if scheme[-1] == 'k' else 32} int8:" in text, text
+    # The tied head over the Q8_0 embedding stays float32: it is memory-bound, where int8 is no faster.
+    assert "1 x linear q8_0/32:" in text, text
+    ids = zoo.load_tokenizer().encode("The capital of France is")
+    args = (np.array([ids]), np.array([np.arange(len(ids))]), np.array([0]), np.arange(len(ids)))
+    (want,) = kiln.load(mixed_programs["mixed"]).method("forward")(*args)
+    (got,) = kiln.load(mixed_programs["int8"]).method("forward")(*args)
+    assert 0 < np.abs(got - want).max() <= 0.05 * np.abs(want).max()
+    for options, match in (({"compute": "int4"}, "compute 'int4' is not supported"),
+                           ({"compute": "int8", "dtype": "float32"}, "applies to the GGUF's own blocks")):
+        with pytest.raises(kiln.errors.ExportError, match=match):
+            export_gguf(zoo.gguf_path(), mixed_programs["int8"].with_name("never.kiln"), **options)
 
 
 def test_inspect_lists_the_block_formats(mixed_programs):

@@ -29,9 +29,10 @@ class SchemeUse:
 
 @dataclass
 class QuantizedSummary:
-    """{(op, scheme, group_size): SchemeUse}; op is "linear" or "embedding"."""
+    """{(op, scheme, group_size, compute): SchemeUse}; op is "linear" or "embedding", compute a
+    linear's ("float32" or "int8"; "" for an embedding)."""
 
-    uses: Dict[Tuple[str, str, int], SchemeUse] = field(default_factory=dict)
+    uses: Dict[Tuple[str, str, int, str], SchemeUse] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.uses)
@@ -45,9 +46,11 @@ class QuantizedSummary:
         return sum(u.float_bytes for u in self.uses.values())
 
     def lines(self) -> List[str]:
-        """"12 x linear q4_1/32: 7 weights, 1.2 MiB (float32 4.5 MiB)" per scheme."""
-        return [f"{u.instructions} x {op} {scheme}/{group}: {u.weights} weights, {_mib(u.quantized_bytes)} "
-                f"(float32 {_mib(u.float_bytes)})" for (op, scheme, group), u in sorted(self.uses.items())]
+        """"12 x linear q4_1/32: 7 weights, 1.2 MiB (float32 4.5 MiB)" per scheme ("linear q4_k/256
+        int8" where the inputs are quantized to int8)."""
+        return [f"{u.instructions} x {op} {scheme}/{group}{' int8' if compute == 'int8' else ''}: {u.weights} "
+                f"weights, {_mib(u.quantized_bytes)} (float32 {_mib(u.float_bytes)})"
+                for (op, scheme, group, compute), u in sorted(self.uses.items())]
 
     def saved(self) -> str:
         """"7.1 MiB of weights instead of 28.3 MiB in float32 (25%)"."""
@@ -74,7 +77,8 @@ def summarize(calls: Iterable[Tuple[str, Sequence[int]]], tensor, string, intege
             continue
         q, scales, mins, scheme_at, group_at = (inputs[i] for i in _ARGS[op])
         scheme, group = string(scheme_at), integer(group_at)
-        use = summary.uses.setdefault((op, scheme, group), SchemeUse())
+        compute = string(inputs[7]) if op == "linear" and len(inputs) > 7 else ""
+        use = summary.uses.setdefault((op, scheme, group, compute), SchemeUse())
         use.instructions += 1
         q_dtype, q_sizes, q_key = tensor(q)
         if q_key in seen:
