@@ -451,8 +451,8 @@ def _keep_gguf_blocks(model, g: GgufFile, q, compute: str):
         parent_name, _, child = path.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         old = getattr(parent, child)
-        if isinstance(old, torch.nn.Embedding):
-            new = q.QuantizedEmbedding(weight)
+        if isinstance(old, torch.nn.Embedding):  # a tied head projects with it in `compute` too
+            new = q.QuantizedEmbedding(weight, linear_compute="float32" if sixteen_bit else compute)
         else:
             new = q.QuantizedLinear(weight, compute="float32" if sixteen_bit else compute)
         setattr(parent, child, new)

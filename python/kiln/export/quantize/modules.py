@@ -88,8 +88,9 @@ The Python API
         the shape, raises ValueError.
 
     QuantizedLinear(weight: QuantizedWeight, bias=None, compute="float32")
-    QuantizedEmbedding(weight: QuantizedWeight)
-        .linear(x): the tied output projection x @ W^T with the same tensors.
+    QuantizedEmbedding(weight: QuantizedWeight, linear_compute="float32")
+        .linear(x): the tied output projection x @ W^T with the same tensors
+        (computed as linear_compute says).
 
 For `kiln llm export`: build the Llama module with QuantizedLinear /
 QuantizedEmbedding made by from_gguf_blocks for the GGUF's quantized
@@ -328,12 +329,16 @@ class QuantizedLinear(_QuantizedModule):
 
 
 class QuantizedEmbedding(_QuantizedModule):
-    """W[indices] with W quantized (kiln_quantized::embedding); .linear(x) is the tied output projection."""
+    """W[indices] with W quantized (kiln_quantized::embedding); .linear(x) is the tied output projection,
+    computed as linear_compute says ("float32" or "int8") unless its call gives one."""
 
-    def __init__(self, weight: QuantizedWeight):
+    def __init__(self, weight: QuantizedWeight, linear_compute: str = "float32"):
         super().__init__()
+        if linear_compute not in ("float32", "int8"):
+            raise ValueError(f"linear_compute must be 'float32' or 'int8', got {linear_compute!r}")
         self._set_weight(weight)
         self.num_embeddings, self.embedding_dim = weight.shape
+        self.linear_compute = linear_compute
 
     @property
     def weight(self):
@@ -345,9 +350,9 @@ class QuantizedEmbedding(_QuantizedModule):
         return torch.ops.kiln_quantized.embedding(self.qweight, self.scales, self.mins, indices, self.scheme,
                                                   self.group_size)
 
-    def linear(self, x: torch.Tensor, compute: str = "float32") -> torch.Tensor:
+    def linear(self, x: torch.Tensor, compute: Optional[str] = None) -> torch.Tensor:
         return torch.ops.kiln_quantized.linear(x, self.qweight, self.scales, self.mins, None, self.scheme,
-                                               self.group_size, compute)
+                                               self.group_size, compute or self.linear_compute)
 
     def extra_repr(self) -> str:
         return (f"{self.num_embeddings}, {self.embedding_dim}, scheme={self.scheme}, "
