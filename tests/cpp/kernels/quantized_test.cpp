@@ -399,6 +399,10 @@ Args block_linear_args(TestTensor& x, TestTensor& q, const BlockFormat& f, TestT
 const Shape kBlockShapes[] = {{1, 1, 1},   {1, 33, 2},  {3, 17, 1},  {5, 9, 3}, {16, 70, 2},
                               {17, 40, 1}, {64, 65, 1}, {1, 300, 3}, {2, 8, 5}, {33, 1, 2}};
 
+bool takes_int8(const BlockFormat& f) { return !(f.elements == 32 && f.bytes == 64); }  // not f16 or bf16
+
+// compute="float32" within the GEMM tolerance; compute="int8" (quant.h, Int8Block: each block's
+// integer parts repacked into the int8 panels) bit-exact, at every level.
 KILN_TEST(quantized_block_formats_match_reference) {
   for (const BlockFormat& f : kBlockFormats) {
     for (const Shape& s : kBlockShapes) {
@@ -406,38 +410,28 @@ KILN_TEST(quantized_block_formats_match_reference) {
       TestTensor q = random_blocks(f, s.n, k);
       TestTensor x = TestTensor::random({s.m, k});
       TestTensor bias = TestTensor::random({s.n}, true);
-      for (bool with_bias : {false, true}) {
-        Args args = block_linear_args(x, q, f, with_bias ? &bias : nullptr);
-        const std::string what = format("%s m=%lld n=%lld k=%lld bias=%d", f.scheme, (long long)s.m, (long long)s.n,
-                                        (long long)k, with_bias);
-        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, tolerance(k));
-        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+      for (const char* compute : {"float32", "int8"}) {
+        if (std::string(compute) == "int8" && !takes_int8(f)) continue;
+        for (bool with_bias : {false, true}) {
+          Args args = block_linear_args(x, q, f, with_bias ? &bias : nullptr, compute);
+          const std::string what = format("%s %s m=%lld n=%lld k=%lld bias=%d", compute, f.scheme, (long long)s.m,
+                                          (long long)s.n, (long long)k, with_bias);
+          const Tolerance tol = std::string(compute) == "int8" ? Tolerance{0, 0} : tolerance(k);
+          const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, tol);
+          KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+        }
       }
     }
   }
 }
 
-// compute="int8" on the block formats (quant.h, Int8Block): the optimized tier repacks each block's
-// integer parts and gives the reference's bits at every level, for random blocks and for the
-// extremes the integer sums rely on (q_kernels.h): all bits set (q5 values of 31, K-quant scales
-// and mins of 63, q6_k values of 31 under scales of -1) and all clear (q6_k values of -32), against
-// rows of +-1 and of +-127 (qx = +-127), zero rows and a NaN.
-KILN_TEST(quantized_block_formats_int8_match_reference_exactly) {
+// compute="int8" on the block formats at the extremes the integer sums rely on (q_kernels.h): all
+// bits set (q5 values of 31, K-quant scales and mins of 63, q6_k values of 31 under scales of -1)
+// and all clear (q6_k values of -32), against rows of +-1 and of +-127 (qx = +-127), zero rows and
+// a NaN: the reference's bits at every level.
+KILN_TEST(quantized_block_formats_int8_extremes_like_the_reference) {
   for (const BlockFormat& f : kBlockFormats) {
-    if (f.elements == 32 && f.bytes == 64) continue;  // f16 and bf16 take compute=float32 only
-    for (const Shape& s : kBlockShapes) {
-      const int64_t k = s.groups * f.elements;
-      TestTensor q = random_blocks(f, s.n, k);
-      TestTensor x = TestTensor::random({s.m, k});
-      TestTensor bias = TestTensor::random({s.n}, true);
-      for (bool with_bias : {false, true}) {
-        Args args = block_linear_args(x, q, f, with_bias ? &bias : nullptr, "int8");
-        const std::string what = format("int8 %s m=%lld n=%lld k=%lld bias=%d", f.scheme, (long long)s.m,
-                                        (long long)s.n, (long long)k, with_bias);
-        const int ran = expect_tiers_match(what, kLinear, args, {s.m * s.n}, Tolerance{0, 0});
-        KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
-      }
-    }
+    if (!takes_int8(f)) continue;
     for (int fill : {0x00, 0xff}) {
       const int64_t n = 19, k = 2 * f.elements, m = 5;
       TestTensor q = random_blocks(f, n, k);
@@ -473,7 +467,7 @@ KILN_TEST(quantized_block_formats_int8_match_reference_exactly) {
 // wrong split into integer parts (a scale on the wrong half, a min of the wrong sign) fails here.
 KILN_TEST(quantized_block_formats_int8_reference_is_the_float_product) {
   for (const BlockFormat& f : kBlockFormats) {
-    if (f.elements == 32 && f.bytes == 64) continue;
+    if (!takes_int8(f)) continue;
     const int64_t n = 7, k = 3 * f.elements, m = 3;
     TestTensor q = random_blocks(f, n, k);
     TestTensor x = TestTensor::random({m, k});
