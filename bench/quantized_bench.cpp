@@ -3,7 +3,8 @@
 // the split formats (q4_0, q4_1, q8_0) and GGUF's block formats (q5_0, q5_1, and q4_k, q5_k, q6_k
 // where K is a multiple of 256). Weights are zeros: the timing does not depend on their values.
 // With --small-m: the decode step of a batch of M = 1, 2, 4, 8, 16 sequences (M rows), its time and
-// time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32.
+// time(M) / time(1), for SmolLM2-135M's shapes in q4_0, q8_0 and f32, and compute="int8" in q4_0, q5_0,
+// q4_k and q6_k (the K-quants where K is a multiple of 256).
 // Every integer format also runs with compute="int8" (the last two columns: decode, prefill64).
 //
 // With --int8: compute="int8" (q8_0 per channel and q4_0, 128 rows) beside the f32 linear at every
@@ -271,13 +272,23 @@ int main(int argc, char** argv) {
     std::printf("\n");
     for (const Shape& s : shapes) {
       if (s.n == 192) continue;
-      for (const char* sc : {"q4_0", "q8_0", "f32"}) {
-        const std::string label = std::string(s.name) + " " + sc;
+      // {scheme, group, compute}: the int8 rows show where the level's tile changes (optimized.cpp).
+      const struct {
+        const char *scheme, *label;
+        int64_t group;
+        const char* compute;
+      } rows[] = {{"q4_0", "q4_0", 32, "float32"}, {"q8_0", "q8_0", 32, "float32"}, {"f32", "f32", 32, "float32"},
+                  {"q4_0", "q4_0 i8", 32, "int8"}, {"q5_0", "q5_0 i8", 32, "int8"}, {"q4_k", "q4_k i8", 256, "int8"},
+                  {"q6_k", "q6_k i8", 256, "int8"}};
+      for (const auto& row : rows) {
+        if (s.k % row.group != 0) continue;
+        const std::string label = std::string(s.name) + " " + row.label;
         if (!filter.empty() && label.find(filter) == std::string::npos) continue;
-        std::printf("%-20s %-8s", s.name, sc);
+        std::printf("%-20s %-8s", s.name, row.label);
         double one = 0;
         for (int64_t m : ms) {
-          const double t = time_linear(sc, 32, m, s.n, s.k, kTierOptimized, isa, threads, 0.1).first;
+          const double t =
+              time_linear(row.scheme, row.group, m, s.n, s.k, kTierOptimized, isa, threads, 0.1, row.compute).first;
           if (m == 1) one = t;
           std::printf(" %9.1f (%4.2f)", t * 1e6, t / one);
           std::fflush(stdout);
