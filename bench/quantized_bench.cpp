@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
     for (const Shape& s : shapes) {
       if (s.n == 192) continue;
-      // {scheme, group, compute}: the int8 rows show where the level's tile changes (optimized.cpp).
+      // {scheme, label, group, compute}: the int8 rows show how each level's int8 tile scales with M.
       const struct {
         const char *scheme, *label;
         int64_t group;
