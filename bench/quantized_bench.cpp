@@ -277,8 +277,9 @@ int main(int argc, char** argv) {
         const char *scheme, *label;
         int64_t group;
         const char* compute;
-      } rows[] = {{"q4_0", "q4_0", 32, "float32"}, {"q8_0", "q8_0", 32, "float32"}, {"f32", "f32", 32, "float32"},
-                  {"q4_0", "q4_0 i8", 32, "int8"}, {"q5_0", "q5_0 i8", 32, "int8"}, {"q4_k", "q4_k i8", 256, "int8"},
+      } rows[] = {{"q4_0", "q4_0", 32, "float32"}, {"q8_0", "q8_0", 32, "float32"},  {"f32", "f32", 32, "float32"},
+                  {"q8_0", "q8_0 i8", 32, "int8"}, {"q4_0", "q4_0 i8", 32, "int8"},  {"q4_1", "q4_1 i8", 32, "int8"},
+                  {"q5_0", "q5_0 i8", 32, "int8"}, {"q4_k", "q4_k i8", 256, "int8"}, {"q5_k", "q5_k i8", 256, "int8"},
                   {"q6_k", "q6_k i8", 256, "int8"}};
       for (const auto& row : rows) {
         if (s.k % row.group != 0) continue;

@@ -453,10 +453,16 @@ KILN_TEST(quantized_block_formats_int8_extremes_like_the_reference) {
         row[3 * k + i] = 1.0f;
       }
       row[4 * k + 7] = std::numeric_limits<float>::quiet_NaN();
-      const std::string what = format("int8 %s bytes 0x%02x", f.scheme, fill);
-      const int ran =
-          expect_tiers_match(what, kLinear, block_linear_args(x, q, f, nullptr, "int8"), {m * n}, Tolerance{0, 0});
-      KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      // One row alone too (a decode step: the tiles of height 1), the row of +-127.
+      TestTensor one = TestTensor::random({1, k});
+      for (int64_t i = 0; i < k; ++i) one.f()[i] = row[k + i];
+      for (TestTensor* rows : {&x, &one}) {
+        const int64_t r = rows->numel() / k;
+        const std::string what = format("int8 %s bytes 0x%02x m=%lld", f.scheme, fill, (long long)r);
+        const int ran = expect_tiers_match(what, kLinear, block_linear_args(*rows, q, f, nullptr, "int8"), {r * n},
+                                           Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      }
     }
   }
 }
