@@ -62,8 +62,9 @@ greedily; float sums in another order may change a token now and then).
 The client runs on the same 2 cores as the server: a plain asyncio socket that only splits
 the stream into events and notes their arrival while a request runs, and reads their JSON
 afterwards, so that it takes as little CPU from the server as it can (the same for every
-server; runs before 2026-12-07 streamed with httpx, about 0.3 ms of CPU per chunk). On a loaded machine absolute numbers
-mean little (the load average is printed at the start and end); compare ratios of one run.
+server; runs before 2026-12-07 streamed with httpx, about 0.3 ms of CPU per chunk). On a
+loaded machine absolute numbers mean little (the load average is printed at the start and
+end); compare ratios of one run.
 """
 
 from __future__ import annotations
