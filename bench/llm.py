@@ -77,8 +77,8 @@ PREFILL = 128       # tokens per call of the exported programs; the short prefil
 LONG_PREFILL = 512  # the long prefill (kiln: 4 calls of PREFILL; llama.cpp: one batch of 512)
 DECODE = 128        # one-token steps after a PREFILL-token prompt
 CONTEXT = 1024
-# name -> options of kiln.llm.export_gguf (besides context and max_tokens_per_call)
-# name -> kiln.llm.export.export_gguf options ("gguf 4-bit": the file's own Q4_1 / Q8_0 blocks).
+# name -> kiln.llm.export.export_gguf options besides context and max_tokens_per_call ("gguf 4-bit": the
+# file's own Q4_1 / Q8_0 blocks, the default export: int8 activations).
 VARIANTS = {"float32": {"dtype": "float32"}, "int8": {"quantize": "int8"}, "gguf 4-bit": {}}
 TEXT = ("The history of the sea is the history of the world: ships carried spices, stories and "
         "languages from one harbour to the next, and every coast kept a little of what passed by. ") * 20
@@ -315,7 +315,7 @@ def kiln_program(source: Path, compute: str) -> Path:
     """source (a GGUF) exported by kiln with its own blocks and `compute`, next to it (reused)."""
     from kiln.llm.export import export_gguf
 
-    program = source.with_name(source.stem + ("" if compute == "float32" else f"-{compute}") + ".kiln")
+    program = source.with_name(f"{source.stem}-{compute}.kiln")
     if not program.exists():
         print(f"exporting {program.name} ...", flush=True)
         export_gguf(source, program, context=CONTEXT, max_tokens_per_call=PREFILL, compute=compute)
@@ -454,9 +454,9 @@ def main() -> int:
                         help="compute=int8 against float32 for q8_0 and q4_0 linears: perplexity and decode steps")
     parser.add_argument("--formats", help="comma-separated GGUF formats (" + ", ".join(LLAMA_FTYPES) + "): the "
                         "file requantized by llama.cpp, kiln against llama.cpp on each")
-    parser.add_argument("--compute", default="float32",
-                        help="--formats and --large: comma-separated computes of kiln's programs (float32, int8: "
-                        "kiln llm export --compute), each with its perplexity")
+    parser.add_argument("--compute", default="int8",
+                        help="--formats and --large: comma-separated computes of kiln's programs (int8, the "
+                        "default export, and float32: kiln llm export --compute), each with its perplexity")
     parser.add_argument("--large", action="store_true",
                         help="a 0.5B random-weight llama in Q4_K_M (requantized by llama.cpp): kiln against "
                         "llama.cpp, with the share of the memory-bandwidth bound")

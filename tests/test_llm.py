@@ -306,7 +306,8 @@ def test_cli_chat_keeps_the_conversation(tiny):
 
 def test_default_weights_keep_the_gguf_bits_or_say_why_not(tmp_path):
     """Without --dtype/--quantize: the GGUF's own Q4_1/Q8_0 blocks when kiln has its quantized
-    operators (kiln.export.quantize), else float32 with a note saying so."""
+    operators (kiln.export.quantize), their linears with int8 activations unless compute="float32"
+    says otherwise; else float32 with a note saying so."""
     import importlib.util
 
     from kiln.llm.export import export_gguf
@@ -321,7 +322,13 @@ def test_default_weights_keep_the_gguf_bits_or_say_why_not(tmp_path):
         assert any("Q4_1/Q8_0 weights were dequantized to float32" in n and "kiln.export.quantize" in n
                    for n in report.notes), report.notes
     else:
-        assert config["weights"] == report.weights == "gguf Q4_1/Q8_0" and not report.notes
+        assert config["weights"] == report.weights == "gguf Q4_1/Q8_0, int8 activations" and not report.notes
+        assert "linear q4_1/32 int8:" in str(report) and "linear q8_0/32 int8:" in str(report), str(report)
         ops = {i.op for i in kiln.load(path).method("forward").instructions}
         assert any(op.startswith("kiln_quantized::") for op in ops), ops
+        float_path = tmp_path / "float.kiln"
+        report = export_gguf(zoo.gguf_path(), float_path, context=32, max_tokens_per_call=4, n_layers=1,
+                             compute="float32")
+        assert report.weights == "gguf Q4_1/Q8_0" and " int8:" not in str(report), str(report)
+        assert Runner(float_path).generate("Hi", max_new_tokens=3, temperature=0) is not None
     assert Runner(path).generate("Hi", max_new_tokens=3, temperature=0) is not None

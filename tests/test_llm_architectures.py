@@ -450,15 +450,17 @@ def test_a_gemma_style_sentencepiece_vocabulary_reads_as_sentencepiece_does(tmp_
 @pytest.mark.full
 def test_smollm2_equals_transformers_reading_its_gguf(tmp_path):
     """SmolLM2-135M-Instruct Q4_1 (30 layers, vocabulary 49,152): transformers dequantizes the
-    blocks to float32 (un-permuting q/k itself), kiln's default export keeps them and its
-    kernels decode exactly the same weights (docs/quantization.md), so the two differ by the
-    order of float32 sums only; the prompt is PROMPT's ids (ordinary tokens of SmolLM2's vocabulary)."""
+    blocks to float32 (un-permuting q/k itself), kiln's export with compute="float32" keeps them
+    and its kernels decode exactly the same weights (docs/quantization.md), so the two differ by
+    the order of float32 sums only; the prompt is PROMPT's ids (ordinary tokens of SmolLM2's
+    vocabulary). (The default, int8 activations, rounds each linear's input: test_quantized_blocks
+    bounds it against this float path.)"""
     from kiln.llm.export import export_gguf
 
     from zoo import smollm2
 
     path = smollm2.gguf_path()
-    export_gguf(path, tmp_path / "smollm2.kiln", context=CONTEXT, max_tokens_per_call=16)
+    export_gguf(path, tmp_path / "smollm2.kiln", context=CONTEXT, max_tokens_per_call=16, compute="float32")
     theirs = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                                dtype=torch.float32).eval()
     tokens, want = _reference(theirs)

@@ -267,11 +267,11 @@ def mixed_programs(tmp_path_factory, torch):
     for label, tensors in (("mixed", mixed), ("ref", ref)):
         gguf_path = write_gguf(folder / f"{label}.gguf", meta, tensors)
         out[label] = folder / f"{label}.kiln"
-        out[label + "_report"] = export_gguf(gguf_path, out[label], context=64, max_tokens_per_call=16)
-        if label == "mixed":
+        out[label + "_report"] = export_gguf(gguf_path, out[label], context=64, max_tokens_per_call=16,
+                                             compute="float32")
+        if label == "mixed":  # the default export: the same blocks, int8 activations
             out["int8"] = folder / "mixed-int8.kiln"
-            out["int8_report"] = export_gguf(gguf_path, out["int8"], context=64, max_tokens_per_call=16,
-                                             compute="int8")
+            out["int8_report"] = export_gguf(gguf_path, out["int8"], context=64, max_tokens_per_call=16)
     return out
 
 
@@ -302,9 +302,9 @@ def test_mixed_gguf_exports_as_it_is_and_decodes_like_its_f32_twin(mixed_program
 
 
 def test_mixed_gguf_with_int8_compute(mixed_programs):
-    """kiln llm export --compute int8: every integer linear of the file's blocks quantizes its input
-    (the report and config say so), the logits stay near the float path's, and bad combinations are
-    clear errors."""
+    """kiln llm export's default, --compute int8: every integer linear of the file's blocks quantizes
+    its input (the report and config say so), the logits stay near the float path's (--compute
+    float32), and bad combinations are clear errors."""
     from kiln.llm.export import export_gguf
 
     from zoo import smollm2 as zoo
@@ -340,8 +340,8 @@ def test_inspect_lists_the_block_formats(mixed_programs):
 @pytest.mark.parametrize("embedding", [Q.Q6_K, Q.F16], ids=lambda t: t.name)
 def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path, embedding):
     """A small random Llama whose embedding (also its tied output head) is Q6_K or F16 and whose
-    other matrices cycle through the seven formats: exported as it is, it gives the logits of the
-    same file with those tensors in F32 (gguf's decoding), on both tiers."""
+    other matrices cycle through the seven formats: exported as it is (float32 activations), it
+    gives the logits of the same file with those tensors in F32 (gguf's decoding), on both tiers."""
     from llm_files import tiny_llama
 
     from kiln.llm.export import export_gguf
@@ -360,7 +360,7 @@ def test_every_matrix_in_a_block_format_tied_embedding_included(tmp_path, embedd
     logits = {}
     for label, t in (("mixed", mixed), ("ref", ref)):
         report = export_gguf(write_gguf(tmp_path / f"{label}.gguf", meta, t), tmp_path / f"{label}.kiln",
-                             context=16, max_tokens_per_call=8)
+                             context=16, max_tokens_per_call=8, compute="float32")
         if label == "mixed":
             assert report.weights == "gguf BF16/F16/Q4_K/Q5_0/Q5_1/Q5_K/Q6_K", report.weights
             scheme = embedding.name.lower()

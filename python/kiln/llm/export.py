@@ -1,10 +1,10 @@
 """`kiln llm export`: a GGUF decoder (architectures llama, qwen2, qwen3, phi3, gemma2, gemma3) -> one .kiln
 program with its tokenizer, chat template and config (needs torch).
 
-    export_gguf("model.gguf", "model.kiln")                  # default weights (below)
-    export_gguf("model.gguf", "model.kiln", dtype="float32")  # float32 from the dequantized weights
-    export_gguf("model.gguf", "model.kiln", quantize="int8")  # re-quantized by kiln.export.quantize
-    export_gguf("model.gguf", "model.kiln", compute="int8")   # the GGUF's blocks, int8 activations
+    export_gguf("model.gguf", "model.kiln")                    # the GGUF's blocks, int8 activations
+    export_gguf("model.gguf", "model.kiln", compute="float32")  # the GGUF's blocks, float32 activations
+    export_gguf("model.gguf", "model.kiln", dtype="float32")    # float32 from the dequantized weights
+    export_gguf("model.gguf", "model.kiln", quantize="int8")    # re-quantized by kiln.export.quantize
 
 The program's method `forward(tokens i64[1, T], input_pos i64[T], cache_positions
 i64[L]) -> logits f32[1, 1, vocab]` (kiln.llm.model.Decoder, last token only) has a
@@ -16,10 +16,11 @@ kiln.export.quantize (the quantized-operators extension). Without options the
 GGUF's own quantized blocks (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
 a mixed file's tensors each in its own format), and its F16 / BF16 matrices in 16
 bits, are kept as they are when that module is
-present; a kiln without it exports float32 and says so in a note. compute="int8"
-makes those linears quantize their input per 32-block to int8 at run time and
-multiply in integers (kiln.export.quantize's compute; docs/quantization.md has its
-speed and its perplexity cost); the 16-bit ones stay float32.
+present; a kiln without it exports float32 and says so in a note. Their linears
+quantize their input per 32-block to int8 at run time and multiply in integers
+(compute="int8", the default: kiln.export.quantize's compute; docs/llm.md has its
+speed and its perplexity cost, within +-0.6% of float32's); compute="float32"
+multiplies the decoded blocks with float32 inputs instead. The 16-bit ones stay float32.
 """
 
 from __future__ import annotations
@@ -435,7 +436,7 @@ def _keep_gguf_blocks(model, g: GgufFile, q, compute: str):
     ones of other row lengths, stay float32. The GGUF reader checked that every quantized
     tensor's rows are whole blocks. compute: the linears' (the 16-bit ones stay float32)."""
     cfg = model.cfg
-    kinds = set()
+    kinds, int8_linears = set(), 0
     for name, t in g.tensors.items():
         ours = module_name(name, cfg)
         sixteen_bit = t.ggml_type in (F16, BF16) and len(t.shape) == 2 and t.shape[-1] % 32 == 0
@@ -457,7 +458,8 @@ def _keep_gguf_blocks(model, g: GgufFile, q, compute: str):
             new = q.QuantizedLinear(weight, compute="float32" if sixteen_bit else compute)
         setattr(parent, child, new)
         kinds.add(t.type_name)
-    return model, "gguf " + "/".join(sorted(kinds)) + (", int8 activations" if compute == "int8" else ""), []
+        int8_linears += compute == "int8" and not sixteen_bit
+    return model, "gguf " + "/".join(sorted(kinds)) + (", int8 activations" if int8_linears else ""), []
 
 
 @dataclass
@@ -483,7 +485,7 @@ class LlmExportReport:
 def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str | None = None,
                 context: int = DEFAULT_CONTEXT, max_tokens_per_call: int = DEFAULT_MAX_TOKENS_PER_CALL,
                 slots: int = 1, n_layers: int | None = None, kv_cache_dtype: str = "float32",
-                compute: str = "float32") -> LlmExportReport:
+                compute: str | None = None) -> LlmExportReport:
     """Builds the decoder from a GGUF file's config and tensors and exports it with
     its tokenizer, chat template and config as metadata (see the module docstring).
 
@@ -495,8 +497,10 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     grows with it); n_layers: keep only the first layers (a quick model for tests,
     whose text means nothing); kv_cache_dtype: "float32", or "float16" / "bfloat16"
     (half the cache's memory; attention reads the 16-bit rows widened to float32);
-    compute: the kept GGUF blocks' linears, "float32" or "int8" (the input quantized to int8
-    per 32-block at run time: faster decoding, a small perplexity cost; docs/quantization.md).
+    compute: the kept GGUF blocks' linears, "int8" (the default when the blocks are kept: the
+    input quantized to int8 per 32-block at run time, faster decoding and batching at a
+    perplexity change within +-0.6%; docs/llm.md) or "float32" (the decoded blocks times float32
+    inputs); with dtype or quantize it must be left out (or "float32").
 
     Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
     NotSupported, ...) naming what was wrong; nothing is written unless it succeeds.
@@ -557,6 +561,8 @@ def _export_gguf(gguf_path, out_path, *, dtype, quantize, context, max_tokens_pe
         raise ExportError(f"quantize {quantize!r} is not supported (int8, int4)")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ExportError(f"kv_cache_dtype {kv_cache_dtype!r} is not supported ({', '.join(KV_CACHE_DTYPES)})")
+    if compute is None:  # the default: int8 activations wherever the GGUF's blocks are kept
+        compute = "float32" if dtype is not None or quantize is not None else "int8"
     if compute not in ("float32", "int8"):
         raise ExportError(f"compute {compute!r} is not supported (float32, int8)")
     if compute == "int8" and (dtype is not None or quantize is not None):
