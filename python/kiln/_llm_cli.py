@@ -43,7 +43,7 @@ def add_commands(sub) -> None:
     p.add_argument("--dtype", choices=("float32",), help="float32 weights (dequantized from the GGUF)")
     p.add_argument("--compute", choices=("float32", "int8"),
                    help="the GGUF blocks' linears: int8 (the default) quantizes their input per 32-block at run "
-                        "time and multiplies in integers, faster at a perplexity change within 0.6%%; float32 "
+                        "time and multiplies in integers, faster at a perplexity change within 1%%; float32 "
                         "multiplies the decoded blocks with float32 inputs (docs/llm.md)")
     p.add_argument("--context", type=int, default=2048, metavar="N",
                    help="positions of the KV cache (default 2048, at most the model's own)")

@@ -19,7 +19,7 @@ bits, are kept as they are when that module is
 present; a kiln without it exports float32 and says so in a note. Their linears
 quantize their input per 32-block to int8 at run time and multiply in integers
 (compute="int8", the default: kiln.export.quantize's compute; docs/llm.md has its
-speed and its perplexity cost, within +-0.6% of float32's); compute="float32"
+speed and its perplexity cost, within 1% of float32's); compute="float32"
 multiplies the decoded blocks with float32 inputs instead. The 16-bit ones stay float32.
 """
 
@@ -499,7 +499,7 @@ def export_gguf(gguf_path, out_path, *, dtype: str | None = None, quantize: str 
     (half the cache's memory; attention reads the 16-bit rows widened to float32);
     compute: the kept GGUF blocks' linears, "int8" (the default when the blocks are kept: the
     input quantized to int8 per 32-block at run time, faster decoding and batching at a
-    perplexity change within +-0.6%; docs/llm.md) or "float32" (the decoded blocks times float32
+    perplexity change within 1%; docs/llm.md) or "float32" (the decoded blocks times float32
     inputs); with dtype or quantize it must be left out (or "float32").
 
     Every failure is a kiln.KilnError (ExportError, InvalidArgument, InvalidProgram,
