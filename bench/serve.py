@@ -28,9 +28,9 @@ The request mix, the same for every server: streaming /v1/completions requests w
 prompt is PROMPT (128) token ids (tokenized once by kiln's tokenizer from the GGUF, so both
 servers get the same ids), every prompt distinct from its second token on (no server gains
 from a prompt cache); NEW (128) new tokens, temperature 0 (greedy), `ignore_eos: true`
-(both servers read the field), `stream_options.include_usage`. C concurrent clients
-(asyncio sockets, `sse_events`) each send `--rounds` requests one after the other; a cell is one server x
-thread count x C. One 8-token request warms each server up first.
+(both servers read the field), `stream_options.include_usage`. C concurrent clients (a
+blocking socket on a thread each, `sse_events`) each send `--rounds` requests one after the
+other; a cell is one server x thread count x C. One 8-token request warms each server up first.
 
 Per cell it prints:
 
@@ -59,10 +59,11 @@ beside kiln serve's 1-client stream rate (the cost of the server), and how many
 completions were identical between the servers (both decode the same 4-bit weights
 greedily; float sums in another order may change a token now and then).
 
-The client runs on the same 2 cores as the server: a plain asyncio socket that only splits
-the stream into events and notes their arrival while a request runs, and reads their JSON
-afterwards, so that it takes as little CPU from the server as it can (the same for every
-server; runs before 2026-12-07 streamed with httpx, about 0.3 ms of CPU per chunk). On a
+The client runs on the same 2 cores as the server: a blocking socket per client thread that
+only receives and notes the time of each read while a request runs, and takes the events and
+their JSON apart afterwards, so that it takes as little CPU from the server as it can (the same
+for every server): about 0.05 ms of CPU per chunk, against 0.16-0.18 ms for the asyncio stream
+reader of the runs of 2026-12-07 morning and 0.3 ms for httpx before. On a
 loaded machine absolute numbers mean little (the load average is printed at the start and
 end); compare ratios of one run.
 """
@@ -70,10 +71,12 @@ end); compare ratios of one run.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import bisect
+import concurrent.futures
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -282,61 +285,89 @@ class Result:
     error: str = ""
 
 
-async def sse_events(port: int, path: str, body: dict, timeout: float = 900.0):
-    """POSTs `body` as JSON to 127.0.0.1:port over HTTP/1.1 and yields (status, arrival time, event
-    bytes) for each server-sent event (or once, status != 200, with the whole body). A plain asyncio
-    socket rather than an HTTP library: the client shares the machine's cores with the server it
-    measures, and httpx's streaming costs about 0.3 ms of CPU per chunk, twice kiln serve's event
-    loop. Understands what both servers send: chunked transfer encoding or a body up to the close."""
+def sse_events(port: int, path: str, body: dict, timeout: float = 900.0) -> list:
+    """POSTs `body` as JSON to 127.0.0.1:port over HTTP/1.1 and returns [(status, arrival time, event
+    bytes)], one per server-sent event (or one, status != 200, with the whole body). A blocking
+    socket on its own thread (run_cell), which only receives and notes the time of each read while
+    the request runs; the HTTP framing and the events are taken apart afterwards. The client shares
+    the machine's cores with the server it measures: httpx's streaming cost about 0.3 ms of CPU per
+    chunk, an asyncio stream reader 0.16-0.18 ms, this 0.04-0.06 ms (measured from getrusage).
+    Understands what both servers send: chunked transfer encoding or a body up to the close."""
     payload = json.dumps(body).encode()
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
-    try:
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-                     f"Accept: text/event-stream\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-                     .encode() + payload)
-        await writer.drain()
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
-        status = int(head.split(b" ", 2)[1])
-        chunked = b"transfer-encoding: chunked" in head.lower()
-        buffer = b""
-
-        async def pieces():
-            while True:
-                if chunked:
-                    size = int((await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)).split(b";")[0], 16)
-                    if size == 0:
-                        return
-                    yield (await asyncio.wait_for(reader.readexactly(size + 2), timeout))[:-2]
-                else:
-                    data = await asyncio.wait_for(reader.read(65536), timeout)
-                    if not data:
-                        return
-                    yield data
-
-        async for data in pieces():
-            buffer += data
-            if status != 200 or b"\n\n" not in buffer:
-                continue
-            now = time.perf_counter()
-            *complete, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
-            for event in complete:
-                yield status, now, event
-        if status != 200:
-            yield status, time.perf_counter(), buffer
-    finally:
-        writer.close()
+    request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+               f"Accept: text/event-stream\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+               ).encode() + payload
+    reads = []  # (arrival time, bytes) of each recv
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                break
+            reads.append((time.perf_counter(), data))
+            if data.endswith(b"\r\n0\r\n\r\n"):  # the last chunk of a chunked body
+                break
+    return _split_events(reads)
 
 
-async def one_request(server: Server, prompt_index: int, prompt: list, new_tokens: int) -> Result:
+def _split_events(reads: list) -> list:
+    """sse_events' reads as [(status, time, event)]: each event is timed by the read that brought its
+    end (the blank line after it), as a client reading the stream as it comes would see it."""
+    raw = b"".join(data for _, data in reads)
+    read_ends, total = [], 0
+    for _, data in reads:
+        total += len(data)
+        read_ends.append(total)
+
+    def arrival(offset: int) -> float:  # the time of the read that holds raw[offset]
+        return reads[bisect.bisect_right(read_ends, offset)][0]
+
+    head_end = raw.find(b"\r\n\r\n")
+    if head_end < 0:
+        raise ConnectionError(f"no complete HTTP response head in {len(raw)} bytes")
+    head_end += 4
+    status = int(raw.split(b" ", 2)[1])
+    segments = []  # (raw offset, bytes) of the body, without the chunked framing
+    if b"transfer-encoding: chunked" in raw[:head_end].lower():
+        pos = head_end
+        while pos < len(raw):
+            line_end = raw.index(b"\r\n", pos)
+            size = int(raw[pos:line_end].split(b";")[0], 16)
+            if size == 0:
+                break
+            segments.append((line_end + 2, raw[line_end + 2:line_end + 2 + size]))
+            pos = line_end + 2 + size + 2
+    else:
+        segments.append((head_end, raw[head_end:]))
+    body = b"".join(data for _, data in segments)
+    if status != 200:
+        return [(status, reads[-1][0], body)]
+    starts, offset = [], 0  # body offset where each segment begins
+    for _, data in segments:
+        starts.append(offset)
+        offset += len(data)
+
+    def raw_offset(i: int) -> int:
+        k = bisect.bisect_right(starts, i) - 1
+        return segments[k][0] + i - starts[k]
+
+    events, begin = [], 0
+    for m in re.finditer(rb"\r?\n\r?\n", body):
+        events.append((status, arrival(raw_offset(m.end() - 1)), body[begin:m.start()].replace(b"\r\n", b"\n")))
+        begin = m.end()
+    return events
+
+
+def one_request(server: Server, prompt_index: int, prompt: list, new_tokens: int) -> Result:
     r = Result(prompt_index)
     body = {"model": server.model, "prompt": prompt, "max_tokens": new_tokens, "temperature": 0.0,
             "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
-    # While the stream runs, only note when each event arrived: the JSON is read after the request,
-    # so that the client takes as little CPU as it can from the server it measures.
+    # While the stream runs, only note when each read arrived: the events and their JSON are taken
+    # apart after the request, so that the client takes as little CPU as it can from the server.
     events = []
     r.sent = time.perf_counter()
     try:
-        async for status, now, event in sse_events(server.port, "/v1/completions", body):
+        for status, now, event in sse_events(server.port, "/v1/completions", body):
             if status != 200:
                 r.error = f"HTTP {status}: {event[:300]!r}"
                 return r
@@ -370,18 +401,17 @@ async def one_request(server: Server, prompt_index: int, prompt: list, new_token
     return r
 
 
-async def run_cell(server: Server, prompts: list, first: int, clients: int, rounds: int, new_tokens: int):
-    """clients concurrent clients, each sending `rounds` requests in turn; prompts first.. onwards."""
+def run_cell(server: Server, prompts: list, first: int, clients: int, rounds: int, new_tokens: int):
+    """clients concurrent clients (a thread each, blocked in recv while it waits), each sending
+    `rounds` requests in turn; prompts first.. onwards."""
 
-    async def worker(c: int) -> list:
-        out = []
-        for j in range(rounds):
-            k = first + c * rounds + j
-            out.append(await one_request(server, k, prompts[k], new_tokens))
-        return out
+    def client(c: int) -> list:
+        return [one_request(server, k, prompts[k], new_tokens)
+                for k in range(first + c * rounds, first + (c + 1) * rounds)]
 
     start = time.perf_counter()
-    per_client = await asyncio.gather(*(worker(c) for c in range(clients)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
+        per_client = list(pool.map(client, range(clients)))
     wall = time.perf_counter() - start
     return [r for rs in per_client for r in rs], wall
 
@@ -593,12 +623,12 @@ def main() -> int:
                           else llama_server(args, gguf, threads, workdir))
                 running.append(server)
                 server.start()
-                asyncio.run(run_cell(server, prompts, 0, 1, 1, 8))  # warm-up: faults the weights in, packs them
+                run_cell(server, prompts, 0, 1, 1, 8)  # warm-up: faults the weights in, packs them
             first = 1
             for i, clients in enumerate(clients_list):
                 for server in running[i % len(running):] + running[:i % len(running)]:
                     server.reset_peak_rss()
-                    results, wall = asyncio.run(run_cell(server, prompts, first, clients, rounds, NEW))
+                    results, wall = run_cell(server, prompts, first, clients, rounds, NEW)
                     s = summarize(results, wall, clients)
                     s["rss"] = server.peak_rss_mb()
                     s["load"] = os.getloadavg()[0]
