@@ -1,6 +1,8 @@
 // GEMM micro-benchmark: GFLOP/s of the optimized f32 GEMM kernels beside the portable
 // ones, at 1 and 2 threads, as a share of the peak FMA rate this program measures
-// itself; the decode GEMVs (one row) also as a share of the measured read bandwidth.
+// itself; the decode GEMVs (one row) also as a share of the measured read bandwidth;
+// and the linear under GemmPrecision::Bfloat16 (bfloat16 operands, float32 sums) with
+// its speedup over the float32 linear, timed in the same run.
 //
 //   build/dev/tests/cpp/gemm_bench [--quick] [--cold] [--threads N] [--isa LEVEL] [filter]
 //
@@ -285,18 +287,25 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     const double peak = measure_peak_gflops(threads), bw = measure_read_gbs(threads);
     std::printf("\n%d thread(s): measured peak %.1f GFLOP/s (FMA), read bandwidth %.1f GB/s\n", threads, peak, bw);
-    std::printf("%-18s %5s %6s %5s | %10s %6s | %10s %6s | %10s | %s\n", "shape", "M", "N", "K", "linear GF/s", "%peak",
-                "mm GF/s", "%peak", "portable", "M <= 16: weights GB/s, %bw");
+    std::printf("%-18s %5s %6s %5s | %10s %6s | %10s %6s | %10s | %9s %6s | %s\n", "shape", "M", "N", "K",
+                "linear GF/s", "%peak", "mm GF/s", "%peak", "portable", "bf16 GF/s", "x f32",
+                "M <= 16: weights GB/s, %bw");
     for (const Shape& s : shapes) {
       if (std::strstr(s.name, filter) == nullptr) continue;
       const double flops = 2.0 * s.m * s.n * s.k;
       const double lin = time_gemm(s, false, kTierOptimized, isa, threads, batch_s, cold);
+      double bf16 = 0;
+      {
+        ScopedGemmPrecision precision(GemmPrecision::Bfloat16);
+        bf16 = time_gemm(s, false, kTierOptimized, isa, threads, batch_s, cold);
+      }
       const double mm = s.m > 1 ? time_gemm(s, true, kTierOptimized, isa, threads, batch_s, cold) : 0;
       const double port = time_gemm(s, false, kTierPortable, Isa::Baseline, threads, batch_s, cold);
       const double lin_gf = lin > 0 ? flops / lin * 1e-9 : 0, mm_gf = mm > 0 ? flops / mm * 1e-9 : 0;
-      std::printf("%-18s %5lld %6lld %5lld | %10.1f %5.0f%% | %10.1f %5.0f%% | %10.1f |", s.name, (long long)s.m,
-                  (long long)s.n, (long long)s.k, lin_gf, 100 * lin_gf / peak, mm_gf, 100 * mm_gf / peak,
-                  port > 0 ? flops / port * 1e-9 : 0);
+      std::printf("%-18s %5lld %6lld %5lld | %10.1f %5.0f%% | %10.1f %5.0f%% | %10.1f | %9.1f %5.2fx |", s.name,
+                  (long long)s.m, (long long)s.n, (long long)s.k, lin_gf, 100 * lin_gf / peak, mm_gf,
+                  100 * mm_gf / peak, port > 0 ? flops / port * 1e-9 : 0, bf16 > 0 ? flops / bf16 * 1e-9 : 0,
+                  bf16 > 0 ? lin / bf16 : 0);
       if (s.m <= 16) {
         const double gbs = 4.0 * s.n * s.k / lin * 1e-9;
         std::printf(" %.1f GB/s %.0f%%", gbs, 100 * gbs / bw);

@@ -204,7 +204,7 @@ def test_inspect_names_the_tier_of_each_instruction(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kiln", "inspect", str(path), "--instructions"],
                           capture_output=True, text=True, env=clean_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert f"kernels (isa {kiln.detected_isa()}):" in proc.stdout
+    assert f"kernels (isa {kiln.detected_isa()}, gemm precision float32):" in proc.stdout
     assert "0 aten::relu.default: optimized" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "kiln", "inspect", str(path), "--kernels", "portable"],
                           capture_output=True, text=True, env=clean_env(), timeout=120)

@@ -60,5 +60,13 @@ inline uint16_t float_to_bfloat16(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+// An operand of a bfloat16 GEMM (optimized/bf16_gemm.h): float_to_bfloat16 after subnormals become
+// zero of their sign, as AVX512_BF16's conversions round (vcvtne2ps2bf16).
+inline uint16_t bf16_gemm_operand(float f) {
+  const uint32_t x = float_to_bits(f);
+  if ((x & 0x7f800000u) == 0) return static_cast<uint16_t>((x >> 16) & 0x8000u);
+  return float_to_bfloat16(f);
+}
+
 }  // namespace kernels
 }  // namespace kiln

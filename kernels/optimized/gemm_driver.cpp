@@ -7,8 +7,10 @@
 #include <numeric>
 #include <string>
 
+#include "common/half.h"
 #include "common/shape_math.h"
 #include "kiln/thread_pool.h"
+#include "optimized/bf16_gemm.h"
 #include "optimized/gemm_activation.h"
 
 // Exactly one library of a package holds the f32 GEMM (docs/architecture.md, "One GEMM").
@@ -367,6 +369,77 @@ Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels
   Result<const void*> packed = packed_constant(ctx, source, layout.c_str(), bytes, prepack_fn, &arg);
   if (!packed.ok()) return packed.status();
   return static_cast<const float*>(packed.value());
+}
+
+namespace {
+
+struct PrepackPairsArg {
+  const float* w;  // [n, k]
+  int64_t k, n, kc;
+  int nr;
+};
+
+// B[p][j] = (W[j][2p], W[j][2p + 1]) as one 32-bit slot, zero past column n and past element k.
+void prepack_pairs_fn(const void* arg, void* dst) {
+  const PrepackPairsArg& a = *static_cast<const PrepackPairsArg*>(arg);
+  const int64_t pairs = ceil_div(a.k, 2), panels = ceil_div(a.n, a.nr), slices = ceil_div(pairs, a.kc);
+  parallel_for(slices * panels, grain_for(a.kc * a.nr), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t p0 = t / panels * a.kc, kc = std::min(a.kc, pairs - p0), j0 = t % panels * a.nr;
+      uint32_t* out = static_cast<uint32_t*>(dst) + p0 * panels * a.nr + j0 * kc;
+      for (int64_t j = 0; j < a.nr; ++j) {
+        const float* row = j0 + j < a.n ? a.w + (j0 + j) * a.k : nullptr;
+        for (int64_t q = 0; q < kc; ++q) {
+          const int64_t e = 2 * (p0 + q);
+          uint32_t pair = 0;
+          if (row != nullptr) {
+            pair = bf16_gemm_operand(row[e]);
+            if (e + 1 < a.k) pair |= static_cast<uint32_t>(bf16_gemm_operand(row[e + 1])) << 16;
+          }
+          out[q * a.nr + j] = pair;
+        }
+      }
+    }
+  });
+}
+
+struct ConvertA {
+  const Bf16GemmKernels* kernels;
+  const float* a;
+  int64_t lda, k;
+};
+
+void convert_a_block(const void* arg, int64_t /*batch*/, int64_t m0, int64_t mc, int64_t p0, int64_t pairs, float* dst,
+                     int64_t ld) {
+  const ConvertA& c = *static_cast<const ConvertA*>(arg);
+  c.kernels->convert_rows(c.a + m0 * c.lda, c.lda, c.k, mc, p0, pairs, dst, ld);
+}
+
+}  // namespace
+
+Result<const float*> prepack_b_bf16(KernelContext& ctx, const Bf16GemmKernels& kernels, const Tensor& weight, int64_t k,
+                                    int64_t n) {
+  const int64_t pairs = ceil_div(k, 2), kc = k_slice(kernels.gemm, pairs);
+  const PrepackPairsArg arg{weight.data_as<const float>(), k, n, kc, kernels.gemm.nr};
+  const size_t bytes = static_cast<size_t>(ceil_div(n, kernels.gemm.nr) * kernels.gemm.nr) *
+                       static_cast<size_t>(pairs) * sizeof(uint32_t);
+  const std::string layout = format("bf16-pairs-gemm-b-kc%lld-nr%d-k%lld-n%lld", static_cast<long long>(kc),
+                                    kernels.gemm.nr, static_cast<long long>(k), static_cast<long long>(n));
+  Result<const void*> packed = packed_constant(ctx, weight, layout.c_str(), bytes, prepack_pairs_fn, &arg);
+  if (!packed.ok()) return packed.status();
+  return static_cast<const float*>(packed.value());
+}
+
+Status gemm_bf16(const Bf16GemmKernels& kernels, const GemmProblem& p, const KernelContext& ctx, size_t scratch_bytes) {
+  KILN_CHECK_OR_RETURN(p.packed_b != nullptr && p.a != nullptr && p.batches.ndim == 0, KernelFailure,
+                       "%s: a bfloat16 GEMM takes rows of A and a B packed in pairs", ctx.op_name);
+  const ConvertA convert{&kernels, p.a, p.lda, p.k};
+  GemmProblem pairs = p;
+  pairs.k = ceil_div(p.k, 2);
+  pairs.a = nullptr;
+  pairs.pack_a = convert_a_block;
+  pairs.pack_a_ctx = &convert;
+  return gemm(kernels.gemm, pairs, ctx, scratch_bytes);
 }
 
 size_t gemm_worker_scratch_bytes(const F32GemmKernels& kernels, int64_t n, bool b_prepacked) {

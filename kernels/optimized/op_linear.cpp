@@ -2,10 +2,14 @@
 //
 // A constant weight (every exported model's) is packed once at method load
 // into panels of W^T; its decode step (one row of x) streams those panels once.
-// A weight computed at run time is packed per block into worker scratch.
+// A weight computed at run time is packed per block into worker scratch. Under
+// GemmPrecision::Bfloat16 a constant weight is packed in bfloat16 pairs and the
+// product runs on the bfloat16 tiles (bf16_gemm.h); a weight computed at run time
+// stays float32, as in the portable kernel.
 #include <memory>
 
 #include "common/linear_args.h"
+#include "optimized/bf16_gemm.h"
 #include "optimized/gemm_driver.h"
 
 namespace kiln {
@@ -28,9 +32,10 @@ Status gemm_linear_args(const char* op, bool fused, bool prepare, Inputs in, Out
 
 struct LinearState {
   const F32GemmKernels* kernels = nullptr;
-  const float* packed = nullptr;      // W^T in panels, or null: packed per block at run
-  const void* packed_from = nullptr;  // the weight's data that `packed` holds
-  size_t scratch = 0;                 // per worker
+  const Bf16GemmKernels* bf16 = nullptr;  // set: the bfloat16 product (then `packed` holds pairs)
+  const float* packed = nullptr;          // W^T in panels, or null: packed per block at run
+  const void* packed_from = nullptr;      // the weight's data that `packed` holds
+  size_t scratch = 0;                     // per worker
 };
 
 Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -41,7 +46,14 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   KILN_CHECK_OR_RETURN(a.k > 0 && a.n > 0, NotSupported, "%s: empty weight %s", op, describe(*a.weight).c_str());
   auto s = std::make_unique<LinearState>();
   s->kernels = &f32_gemm_for(ctx.isa);
-  if (a.weight->is_constant()) {
+  if (a.weight->is_constant() && ctx.gemm_precision == GemmPrecision::Bfloat16) {
+    s->bf16 = &bf16_gemm_kernels_for(ctx.isa);
+    s->kernels = &s->bf16->gemm;
+    Result<const float*> packed = prepack_b_bf16(ctx, *s->bf16, *a.weight, a.k, a.n);
+    if (!packed.ok()) return packed.status();
+    s->packed = packed.value();
+    s->packed_from = a.weight->data();
+  } else if (a.weight->is_constant()) {
     // B[k][n] = W[n][k].
     Result<const float*> packed = prepack_b(ctx, *s->kernels, *a.weight, 1, a.k, a.k, a.n);
     if (!packed.ok()) return packed.status();
@@ -72,6 +84,7 @@ Status run(const char* op, bool fused, KernelContext& ctx, Inputs in, Outputs ou
   p.bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   p.residual = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;
   p.act = a.act;
+  if (s.bf16 != nullptr) return gemm_bf16(*s.bf16, p, ctx, s.scratch);
   return gemm(*s.kernels, p, ctx, s.scratch);
 }
 

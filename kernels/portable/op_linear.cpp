@@ -1,8 +1,10 @@
 // aten::linear.default (y = x @ W^T + b) and kiln::fused_linear.default (act(linear + residual), the
-// operator the exporter's fusion passes produce) through the shared GEMM.
+// operator the exporter's fusion passes produce) through the shared GEMM; under
+// GemmPrecision::Bfloat16 with a constant weight, the reference of the bfloat16 GEMM.
 #include <algorithm>
 #include <cstring>
 
+#include "common/half.h"
 #include "common/linear_args.h"
 #include "portable/gemm.h"
 
@@ -48,19 +50,57 @@ void linear_forward(const LinearArgs& a, Tensor& y) {
   apply_activation(a.act, c, y.numel());
 }
 
-Status linear(const char* op, bool fused, Inputs in, Outputs out) {
+float gemm_operand(float x) { return bfloat16_to_float(bf16_gemm_operand(x)); }
+
+// x and W rounded to bfloat16 (optimized/bf16_gemm.h): each sum over the pairs of K, the odd element's
+// product added before the even one's, each addition rounded to float32 (the products of bfloat16
+// values are exact: no fused multiply-add needed); then bias, residual and the activation.
+void linear_forward_bf16(const LinearArgs& a, Tensor& y) {
+  const int64_t m = a.m, n = a.n, k = a.k;
+  const float* x = a.x->data_as<const float>();
+  const float* w = a.weight->data_as<const float>();
+  const float* b = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
+  const bool bias_vec = a.bias != nullptr && a.bias->numel() == n && n != 1;
+  const float* r = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;
+  float* c = y.data_as<float>();
+  parallel_for(m, grain_for(n * k), [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* xi = x + i * k;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* wj = w + j * k;
+        float sum = 0.0f;
+        for (int64_t e = 0; e < k; e += 2) {
+          if (e + 1 < k) sum += gemm_operand(xi[e + 1]) * gemm_operand(wj[e + 1]);
+          sum += gemm_operand(xi[e]) * gemm_operand(wj[e]);
+        }
+        if (b != nullptr) sum += bias_vec ? b[j] : b[0];
+        if (r != nullptr) sum += r[i * n + j];
+        c[i * n + j] = sum;
+      }
+    }
+  });
+  apply_activation(a.act, c, y.numel());
+}
+
+Status linear(const char* op, bool fused, const KernelContext& ctx, Inputs in, Outputs out) {
   LinearArgs a;
   KILN_RETURN_IF_ERROR(linear_args(op, fused, /*at_prepare=*/false, in, out, &a));
-  linear_forward(a, *out[0]);
+  if (ctx.gemm_precision == GemmPrecision::Bfloat16 && a.weight->is_constant()) {
+    linear_forward_bf16(a, *out[0]);
+  } else {
+    linear_forward(a, *out[0]);
+  }
   return Status::ok();
 }
 
 }  // namespace
 
-Status linear_run(KernelContext&, Inputs in, Outputs out) { return linear("aten::linear.default", false, in, out); }
+Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return linear("aten::linear.default", false, ctx, in, out);
+}
 // (input, weight, bias?, residual?, activation, act_min, act_max)
-Status fused_linear_run(KernelContext&, Inputs in, Outputs out) {
-  return linear("kiln::fused_linear.default", true, in, out);
+Status fused_linear_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return linear("kiln::fused_linear.default", true, ctx, in, out);
 }
 
 KILN_REGISTER_KERNEL("aten::linear.default", "f32,f32|f32,f32,f32", linear_run);

@@ -20,6 +20,10 @@ LOCATORS = {
 }
 
 
+GEMM_PRECISIONS = ("float32", "bfloat16")
+GEMM_PRECISION_HELP = ("as kiln.load(gemm_precision=...) / KILN_GEMM_PRECISION: bfloat16 rounds the operands of "
+                       "linear layers to bfloat16 (default: the program's own, else float32)")
+
 def _locate(flag: str) -> str:
     import kiln
 
@@ -42,7 +46,7 @@ def _inspect(args) -> int:
 
     started = time.perf_counter()
     prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "",
-                     packed_cache=args.packed_cache)
+                     packed_cache=args.packed_cache, gemm_precision=args.gemm_precision or "")
     load_ms = {"program": (time.perf_counter() - started) * 1e3}
     print(f"{args.program}: {prog.size_bytes} bytes, producer {prog.producer or '?'}")
     quantized = _quantized_summaries(args.program)
@@ -107,7 +111,7 @@ def _print_kernels(prog, name: str, every_instruction: bool, load_ms: dict) -> s
         return (kiln.kernel_tier_name(i.tier) if i.kind == "kernel" else "backend") + where
 
     infos = method.instructions
-    print(f"  kernels (isa {method.isa}):")
+    print(f"  kernels (isa {method.isa}, gemm precision {method.gemm_precision}):")
     if every_instruction:
         for n, i in enumerate(infos):
             extra = f", packed {i.packed_bytes} B" if i.packed_bytes else ""
@@ -265,7 +269,8 @@ def _prepare(args):
 
     if args.threads is not None:
         kiln.set_num_threads(args.threads)
-    prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "")
+    prog = kiln.load(args.program, kernels=args.kernels or "", isa=args.isa or "",
+                     gemm_precision=args.gemm_precision or "")
     method = prog.method(args.method)
     return method, _inputs(args, method)
 
@@ -279,7 +284,8 @@ def _setting(args, method) -> str:
     import kiln
 
     kernels = args.kernels or os.environ.get("KILN_KERNELS") or _default_tier()
-    return f"{kiln.num_threads()} thread(s), {kernels} kernels, isa {method.isa}"
+    return (f"{kiln.num_threads()} thread(s), {kernels} kernels, isa {method.isa}, "
+            f"gemm precision {method.gemm_precision}")
 
 
 def _percentile(sorted_values: list, q: float) -> float:
@@ -467,6 +473,7 @@ def _main(argv) -> int:
     p.add_argument("--instructions", action="store_true", help="list the kernel of every instruction")
     p.add_argument("--kernels", choices=_tier_choices(), help="as LoadOptions / KILN_KERNELS")
     p.add_argument("--isa", help=f"as LoadOptions / KILN_ISA ({', '.join(_isa_choices())})")
+    p.add_argument("--gemm-precision", choices=GEMM_PRECISIONS, help=GEMM_PRECISION_HELP)
     p.add_argument("--load", action="store_true",
                    help="time the load: the program (map, verify) and each method (kernels, packing)")
     p.add_argument("--packed-cache", metavar="DIR",
@@ -489,6 +496,7 @@ def _main(argv) -> int:
                                                          "one per core)")
         p.add_argument("--kernels", choices=_tier_choices(), help="as LoadOptions / KILN_KERNELS")
         p.add_argument("--isa", help=f"as LoadOptions / KILN_ISA ({', '.join(_isa_choices())})")
+        p.add_argument("--gemm-precision", choices=GEMM_PRECISIONS, help=GEMM_PRECISION_HELP)
         if name == "profile":
             p.add_argument("--runs", type=_positive, default=5, help="profiled calls (the table shows the mean)")
             p.add_argument("--warmup", type=_non_negative, default=2, help="calls before timing")

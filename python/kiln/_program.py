@@ -119,6 +119,11 @@ class Method:
         """The instruction-set level the optimized kernels were prepared for."""
         return self._native.isa
 
+    @property
+    def gemm_precision(self) -> str:
+        """"float32" or "bfloat16": how its linear layers compute (kiln.load's gemm_precision)."""
+        return self._native.gemm_precision
+
     def run(self, *inputs, **named) -> list[np.ndarray]:
         """Run the method on its inputs, given in order or by name (the names of
         input_specs); returns a list with one new numpy array per output."""
@@ -306,12 +311,12 @@ def _packed_cache_option(packed_cache) -> str:
                           f"not {type(packed_cache).__name__}")
 
 
-def _check_load_options(max_memory_bytes, kernels, isa, mmap) -> None:
+def _check_load_options(max_memory_bytes, kernels, isa, mmap, gemm_precision) -> None:
     if (not isinstance(max_memory_bytes, int) or isinstance(max_memory_bytes, bool)
             or not 1 <= max_memory_bytes < 2**64):
         raise InvalidArgument(f"kiln.load: max_memory_bytes must be an int from 1 to 2**64 - 1, "
                               f"got {max_memory_bytes!r}")
-    for what, value in (("kernels", kernels), ("isa", isa)):
+    for what, value in (("kernels", kernels), ("isa", isa), ("gemm_precision", gemm_precision)):
         if not isinstance(value, str):
             raise InvalidArgument(f"kiln.load: {what} must be a str, not {type(value).__name__}")
     if mmap is not True and mmap is not False:
@@ -319,7 +324,7 @@ def _check_load_options(max_memory_bytes, kernels, isa, mmap) -> None:
 
 
 def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: str = "", isa: str = "",
-         mmap: bool = True, packed_cache=None) -> Program:
+         mmap: bool = True, packed_cache=None, gemm_precision: str = "") -> Program:
     """Load and verify a program from a path (memory-mapped), bytes, or any buffer object.
 
     `max_memory_bytes` bounds what a method may plan (arenas, kernel scratch)
@@ -342,17 +347,26 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     A cache that cannot be used never fails the load; `packed_cache_report`
     says what happened.
 
+    `gemm_precision="bfloat16"` lets the linear layers with constant weights
+    round both operands to bfloat16 and sum in float32 (AVX512_BF16's
+    vdpbf16ps where the CPU has it, the same bits emulated elsewhere; packed
+    weights take half the memory); "float32" keeps them exact. Default:
+    KILN_GEMM_PRECISION, else the program's own choice (bfloat16 for a model
+    exported with bfloat16 weights), else "float32". Method.gemm_precision
+    says which one a method runs (docs/kernels.md, "bfloat16 GEMMs").
+
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.
     """
-    _check_load_options(max_memory_bytes, kernels, isa, mmap)
+    _check_load_options(max_memory_bytes, kernels, isa, mmap, gemm_precision)
     cache = _packed_cache_option(packed_cache)
     if isinstance(source, (str, os.PathLike)):
-        return Program(_kiln.load_file(os.fsdecode(source), max_memory_bytes, kernels, isa, mmap, cache))
+        return Program(_kiln.load_file(os.fsdecode(source), max_memory_bytes, kernels, isa, mmap, cache,
+                                       gemm_precision))
     try:
         memoryview(source)
     except TypeError:
         raise InvalidArgument(
             f"kiln.load takes a path, bytes or a buffer object, not {type(source).__name__}"
         ) from None
-    return Program(_kiln.load_buffer(source, max_memory_bytes, kernels, isa, cache))
+    return Program(_kiln.load_buffer(source, max_memory_bytes, kernels, isa, cache, gemm_precision))

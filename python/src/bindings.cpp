@@ -146,8 +146,10 @@ std::shared_ptr<Py_buffer> hold_buffer(nb::handle obj) {
 }
 
 kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
-                               const std::string& packed_cache, bool map_file = true) {
+                               const std::string& packed_cache, const std::string& gemm_precision,
+                               bool map_file = true) {
   kiln::LoadOptions options;
+  options.gemm_precision = gemm_precision;
   options.max_memory_bytes = max_memory_bytes;
   options.kernels = kernels;
   options.isa = isa;
@@ -157,9 +159,9 @@ kiln::LoadOptions load_options(uint64_t max_memory_bytes, const std::string& ker
 }
 
 PyProgram load_buffer(nb::handle obj, uint64_t max_memory_bytes, const std::string& kernels, const std::string& isa,
-                      const std::string& packed_cache) {
+                      const std::string& packed_cache, const std::string& gemm_precision) {
   std::shared_ptr<Py_buffer> view = hold_buffer(obj);
-  kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache);
+  kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache, gemm_precision);
   // Program::load_from_buffer borrows 64-byte aligned memory, which must not
   // change while the program lives. Only a bytes object is sure not to: a
   // read-only view (memoryview.toreadonly(), a read-only mmap) may still be
@@ -517,6 +519,10 @@ NB_MODULE(_kiln, m) {
              self.method.reset_state();
            })
       .def_prop_ro("isa", [](const PyMethod& self) { return kiln::isa_name(self.method.isa()); })
+      .def_prop_ro("gemm_precision",
+                   [](const PyMethod& self) {
+                     return self.method.gemm_precision() == kiln::GemmPrecision::Bfloat16 ? "bfloat16" : "float32";
+                   })
       .def_prop_ro("instructions", [](const PyMethod& self) {
         nb::list out;
         for (const kiln::InstructionInfo& info : self.method.instructions()) {
@@ -566,8 +572,9 @@ NB_MODULE(_kiln, m) {
       .def("clear", &kiln::Profile::clear);
 
   m.def("load_file", [](const std::string& path, uint64_t max_memory_bytes, const std::string& kernels,
-                        const std::string& isa, bool map_file, const std::string& packed_cache) {
-    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache, map_file);
+                        const std::string& isa, bool map_file, const std::string& packed_cache,
+                        const std::string& gemm_precision) {
+    kiln::LoadOptions options = load_options(max_memory_bytes, kernels, isa, packed_cache, gemm_precision, map_file);
     kiln::Result<kiln::Program> program = [&] {
       nb::gil_scoped_release release;
       return kiln::Program::load(path, options);

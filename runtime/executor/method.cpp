@@ -446,6 +446,7 @@ Status MethodState::prepare_steps() {
         std::string declined;
         for (const KernelEntry* k : step.candidates) {
           step.ctx.isa = program->isa;
+          step.ctx.gemm_precision = program->gemm_precision;
           step.ctx.scratch_bytes = step.ctx.worker_scratch_bytes = 0;
           step.ctx.services = &services;
           services.method_bytes =
@@ -813,6 +814,7 @@ size_t Method::num_outputs() const { return state_->outputs.size(); }
 const Tensor& Method::output(size_t index) const { return *state_->outputs[index]; }
 const std::vector<InstructionInfo>& Method::instructions() const { return state_->infos; }
 Isa Method::isa() const { return state_->program->isa; }
+GemmPrecision Method::gemm_precision() const { return state_->program->gemm_precision; }
 
 Status Method::set_input(size_t index, const Tensor& input) {
   CallTurn turn(*state_);

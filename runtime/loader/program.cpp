@@ -67,6 +67,32 @@ Status resolve_kernel_options(const LoadOptions& options, internal::ProgramData*
   return Status::ok();
 }
 
+// LoadOptions::gemm_precision, else KILN_GEMM_PRECISION, else the program's kiln.gemm_precision, else
+// float32. After verify_program: the metadata is in bounds.
+Status resolve_gemm_precision(const LoadOptions& options, internal::ProgramData* data) {
+  const char* env = std::getenv("KILN_GEMM_PRECISION");
+  std::string wanted = options.gemm_precision, source = "LoadOptions::gemm_precision";
+  if (wanted.empty() && env != nullptr && env[0] != '\0') wanted = env, source = "KILN_GEMM_PRECISION";
+  if (wanted.empty()) {
+    if (const auto* entries = data->program->metadata()) {
+      for (const auto* e : *entries) {
+        if (e->key()->str() != internal::kGemmPrecisionKey) continue;
+        wanted = e->value() != nullptr ? std::string(e->value()->begin(), e->value()->end()) : std::string();
+        source = format("the program's metadata '%s'", internal::kGemmPrecisionKey);
+      }
+    }
+  }
+  if (wanted.empty() || wanted == "float32") return Status::ok();
+  if (wanted == "bfloat16") {
+    data->gemm_precision = GemmPrecision::Bfloat16;
+    return Status::ok();
+  }
+  std::string shown = wanted.substr(0, 64);
+  for (char& c : shown) c = c >= 0x20 && c < 0x7f ? c : '?';
+  return Status(source.rfind("the program", 0) == 0 ? Error::InvalidProgram : Error::InvalidArgument,
+                format("%s is '%s'; expected 'float32' or 'bfloat16'", source.c_str(), shown.c_str()));
+}
+
 // LoadOptions::packed_cache (or KILN_PACKED_CACHE) for a mapped file: opens the cache file of this
 // file, program table, kiln and CPU features. A missing or refused one is written after the first
 // method load that packs; nothing here fails the load.
@@ -120,6 +146,7 @@ Result<Program> finish_load(std::unique_ptr<internal::ProgramBytes> bytes, const
   if (!header.ok()) return header.status();
   data->header = header.value();
   KILN_RETURN_IF_ERROR(internal::verify_program(*data));
+  KILN_RETURN_IF_ERROR(resolve_gemm_precision(options, data.get()));
   attach_packed_cache(*data);
   return make(std::move(data));
 }

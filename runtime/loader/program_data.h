@@ -23,11 +23,15 @@ struct ProgramData {
   // LoadOptions::kernels and ::isa resolved (with the environment) at load.
   bool reference_kernels = false;
   Isa isa = Isa::Baseline;
+  GemmPrecision gemm_precision = GemmPrecision::Float32;
   // Packed weights, shared by the program's methods.
   std::unique_ptr<PackedConstantCache> packed = std::make_unique<PackedConstantCache>();
 
   const uint8_t* segments_base() const { return bytes->data() + header.segments_offset; }
 };
+
+// The metadata key of a program's default GEMM precision (LoadOptions::gemm_precision).
+constexpr const char* kGemmPrecisionKey = "kiln.gemm_precision";
 
 // Limits on named metadata (verify_program refuses more): entries, key bytes.
 constexpr size_t kMaxMetadataEntries = 1024;

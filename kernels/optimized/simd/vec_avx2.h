@@ -66,6 +66,10 @@ struct VecF32 {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Each lane holding two bfloat16 values (the element at the lower address in the low half): the
+  // low one (bf16_low) or the high one (bf16_high) as a float.
+  static VecF32 bf16_low(VecF32 a) { return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(a.v), 16))}; }
+  static VecF32 bf16_high(VecF32 a) { return {_mm256_and_ps(a.v, _mm256_castsi256_ps(_mm256_set1_epi32(-65536)))}; }
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, ..., b0, b2, ...].
   static VecF32 even(VecF32 a, VecF32 b) {
     const __m256 s = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6

@@ -66,6 +66,12 @@ struct VecF32 {
   }
   static float reduce_add(VecF32 a) { return _mm512_reduce_add_ps(a.v); }
   static float reduce_max(VecF32 a) { return _mm512_reduce_max_ps(a.v); }
+  // Each lane holding two bfloat16 values (the element at the lower address in the low half): the
+  // low one (bf16_low) or the high one (bf16_high) as a float.
+  static VecF32 bf16_low(VecF32 a) { return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(a.v), 16))}; }
+  static VecF32 bf16_high(VecF32 a) {
+    return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(-65536)))};
+  }
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, ..., b0, b2, ...].
   static VecF32 even(VecF32 a, VecF32 b) {
     return {

@@ -81,6 +81,10 @@ struct VecF32 {
     s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
   }
+  // Each lane holding two bfloat16 values (the element at the lower address in the low half): the
+  // low one (bf16_low) or the high one (bf16_high) as a float.
+  static VecF32 bf16_low(VecF32 a) { return {_mm_castsi128_ps(_mm_slli_epi32(_mm_castps_si128(a.v), 16))}; }
+  static VecF32 bf16_high(VecF32 a) { return {_mm_and_ps(a.v, _mm_castsi128_ps(_mm_set1_epi32(-65536)))}; }
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
   static VecF32 even(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0))}; }
   static VecF32 odd(VecF32 a, VecF32 b) { return {_mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1))}; }
@@ -174,6 +178,20 @@ struct VecF32 {
     float m = a.v[0];
     for (int i = 1; i < 4; ++i) m = a.v[i] > m ? a.v[i] : m;
     return m;
+  }
+  // Each lane holding two bfloat16 values (the element at the lower address in the low half): the
+  // low one (bf16_low) or the high one (bf16_high) as a float.
+  static VecF32 bf16_low(VecF32 a) { return bf16_lanes(a, 16, 0xffffffffu); }
+  static VecF32 bf16_high(VecF32 a) { return bf16_lanes(a, 0, 0xffff0000u); }
+  static VecF32 bf16_lanes(VecF32 a, int shift, uint32_t mask) {
+    VecF32 r;
+    for (int i = 0; i < 4; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &a.v[i], 4);
+      bits = (bits << shift) & mask;
+      std::memcpy(&r.v[i], &bits, 4);
+    }
+    return r;
   }
   static VecF32 even(VecF32 a, VecF32 b) { return {{a.v[0], a.v[2], b.v[0], b.v[2]}}; }
   static VecF32 odd(VecF32 a, VecF32 b) { return {{a.v[1], a.v[3], b.v[1], b.v[3]}}; }

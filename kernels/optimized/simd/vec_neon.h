@@ -58,6 +58,12 @@ struct VecF32 {
   }
   static float reduce_add(VecF32 a) { return vaddvq_f32(a.v); }
   static float reduce_max(VecF32 a) { return vmaxvq_f32(a.v); }
+  // Each lane holding two bfloat16 values (the element at the lower address in the low half): the
+  // low one (bf16_low) or the high one (bf16_high) as a float.
+  static VecF32 bf16_low(VecF32 a) { return {vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_f32(a.v), 16))}; }
+  static VecF32 bf16_high(VecF32 a) {
+    return {vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(a.v), vdupq_n_u32(0xffff0000u)))};
+  }
   // The even (odd) lanes of the 2 * kWidth floats a, b: [a0, a2, b0, b2].
   static VecF32 even(VecF32 a, VecF32 b) { return {vuzp1q_f32(a.v, b.v)}; }
   static VecF32 odd(VecF32 a, VecF32 b) { return {vuzp2q_f32(a.v, b.v)}; }

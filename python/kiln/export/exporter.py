@@ -30,6 +30,8 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     start = time.perf_counter()
     traced = trace(model, example_inputs, methods=methods, dynamic_shapes=dynamic_shapes, quantize=quantize)
     passed = run_passes(traced, optimize=optimize, passes=passes)
+    if traced.gemm_precision and "kiln.gemm_precision" not in (metadata or {}):
+        metadata = {**(metadata or {}), "kiln.gemm_precision": traced.gemm_precision}
     program = lower(passed, metadata=metadata)
     if path is None:
         data = serialize(program)

@@ -1,4 +1,5 @@
-// CPU features and instruction-set levels: what the CPU supports, and what optimized kernels may use.
+// CPU features and instruction-set levels: what the CPU supports, and what optimized kernels may use
+// (and how precisely they may compute: GemmPrecision).
 #pragma once
 
 #include <cstdint>
@@ -58,5 +59,10 @@ KILN_API std::vector<CpuFeature> cpu_feature_list();
 // What this CPU and operating system support (read once: CPUID and XGETBV on x86-64, the
 // auxiliary vector's HWCAP words on aarch64).
 KILN_API CpuFeatures detected_cpu_features() noexcept;
+
+// What the products of a program's linear layers may round their operands to (LoadOptions::gemm_precision):
+// Float32 computes in float32; Bfloat16 rounds both operands of each product to bfloat16 and sums in
+// float32 (docs/kernels.md, "bfloat16 GEMMs"). Kernels that do not implement a precision ignore it.
+enum class GemmPrecision : uint8_t { Float32, Bfloat16 };
 
 }  // namespace kiln

@@ -61,6 +61,9 @@ struct KernelContext {
 
   // The runtime's services for prepare (packed constants); opaque to kernels.
   internal::KernelServices* services = nullptr;
+
+  // Prepare and run: the program's GEMM precision (see GemmPrecision).
+  GemmPrecision gemm_precision = GemmPrecision::Float32;
 };
 
 // Run, on any thread of a parallel_for: this thread's block of at least

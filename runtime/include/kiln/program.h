@@ -71,6 +71,13 @@ struct LoadOptions {
   // environment variable, else none. A cache that cannot be used never fails the
   // load: Program::packed_cache_report() says what happened.
   std::string packed_cache;
+  // How linear layers with constant weights compute (GemmPrecision, kernel.h): "float32" or
+  // "bfloat16" (operands rounded to bfloat16, float32 sums: vdpbf16ps where the CPU has AVX512_BF16,
+  // the same bits emulated elsewhere; packed weights take half the memory). Empty: the
+  // KILN_GEMM_PRECISION environment variable, else the program's own choice (the metadata key
+  // kiln.gemm_precision, which kiln.export writes for a model whose weights are bfloat16), else
+  // "float32".
+  std::string gemm_precision;
 };
 
 // How one instruction of a loaded method is served.
@@ -184,6 +191,8 @@ class KILN_API Method {
   const std::vector<InstructionInfo>& instructions() const;
   // The instruction-set level the method's optimized kernels were prepared for.
   Isa isa() const;
+  // The GEMM precision its kernels were prepared with (LoadOptions::gemm_precision).
+  GemmPrecision gemm_precision() const;
 
   // set_input for each input, then execute(); returns views of the outputs.
   Result<std::vector<Tensor>> run(Span<const Tensor> inputs);

@@ -138,6 +138,15 @@ std::vector<ScalarType> Args::dtypes() const {
   return out;
 }
 
+namespace {
+GemmPrecision g_gemm_precision = GemmPrecision::Float32;
+}  // namespace
+
+ScopedGemmPrecision::ScopedGemmPrecision(GemmPrecision precision) : before_(g_gemm_precision) {
+  g_gemm_precision = precision;
+}
+ScopedGemmPrecision::~ScopedGemmPrecision() { g_gemm_precision = before_; }
+
 PreparedKernel::PreparedKernel(const char* op, const Args& args, std::vector<Tensor*> outputs, int32_t tier, Isa isa)
     : PreparedKernel(op, args.dtypes(), args, std::move(outputs), tier, isa) {}
 
@@ -155,6 +164,7 @@ PreparedKernel::PreparedKernel(const char* op, const std::vector<ScalarType>& dt
   services_.memory_limit = uint64_t{1} << 40;
   ctx_.op_name = op;
   ctx_.isa = isa;
+  ctx_.gemm_precision = g_gemm_precision;
   ctx_.services = &services_;
   if (kernel_->prepare != nullptr) {
     // At method load a method input has its sizes but no storage yet: prepare sees every

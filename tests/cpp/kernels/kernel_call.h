@@ -80,6 +80,19 @@ class Args {
   std::vector<const Value*> ptrs_;
 };
 
+// While one is alive, kernels prepared by PreparedKernel see this GemmPrecision (float32 otherwise),
+// as a method's kernels see LoadOptions::gemm_precision.
+class ScopedGemmPrecision {
+ public:
+  explicit ScopedGemmPrecision(GemmPrecision precision);
+  ~ScopedGemmPrecision();
+  ScopedGemmPrecision(const ScopedGemmPrecision&) = delete;
+  ScopedGemmPrecision& operator=(const ScopedGemmPrecision&) = delete;
+
+ private:
+  GemmPrecision before_;
+};
+
 // The kernel registered for `op` at `tier` for the dtypes of `args` (or for `dtypes`, to reach a
 // kernel with arguments the registry would not give it), prepared for `isa` as a method prepares
 // it: non-constant tensor arguments without storage (they have none at method load), packed

@@ -117,6 +117,10 @@ class TracedProgram:
     one), or None for an ExportedProgram input."""
     notes: List[str] = field(default_factory=list)
     """What kiln changed about the model before tracing it (for the report)."""
+    gemm_precision: Optional[str] = None
+    """"bfloat16" when the model's half-precision weights were all bfloat16: the
+    program's default kiln.load(gemm_precision=...), stored as the metadata
+    kiln.gemm_precision; None otherwise."""
 
     def __str__(self) -> str:
         lines = [f"kiln.export.TracedProgram: {len(self.methods)} method(s)"]
@@ -154,9 +158,14 @@ def trace(model, example_inputs=None, *, methods=None, dynamic_shapes=None, quan
     if quantize is not None:
         model, note = _quantized(model, quantize)
         notes.append(note)
+    gemm_precision = "bfloat16" if _half_weight_dtypes(model) == {torch.bfloat16} else None
     model, plan, note = _as_float32(model, plan)
     if note:
         notes.append(note)
+    if gemm_precision:
+        notes.append("its linear layers round their operands to bfloat16, as the bfloat16 model's do, with "
+                     "float32 sums (the program's default gemm_precision; kiln.load(..., "
+                     "gemm_precision='float32') computes them in float32)")
 
     training = {m: m.training for m in model.modules()}
     traced: Dict[str, TracedMethod] = {}
@@ -167,7 +176,7 @@ def trace(model, example_inputs=None, *, methods=None, dynamic_shapes=None, quan
     finally:
         for m, mode in training.items():
             m.training = mode
-    return TracedProgram(methods=traced, model=model, notes=notes)
+    return TracedProgram(methods=traced, model=model, notes=notes, gemm_precision=gemm_precision)
 
 
 _WRAPPED = "model"  # attribute under which a non-forward method's module is wrapped
@@ -286,13 +295,21 @@ def _torch_failure(what: str, e: Exception) -> ExportError:
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def _half_weights(model):
+    # Quantized layers (kiln.export.quantize) keep their float16 scales.
+    return [t for m in model.modules() if not getattr(m, "kiln_keeps_dtype", False)
+            for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)) if t.dtype in _HALF]
+
+
+def _half_weight_dtypes(model) -> set:
+    return {t.dtype for t in _half_weights(model)}
+
+
 def _as_float32(model, plan):
     """(model, plan, note): a float32 copy of a model with float16/bfloat16
     parameters or buffers, and float32 example inputs, since kiln computes in
     float32 (docs/format.md). The caller's model is left untouched."""
-    # Quantized layers (kiln.export.quantize) keep their float16 scales.
-    tensors = [t for m in model.modules() if not getattr(m, "kiln_keeps_dtype", False)
-               for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False))]
+    tensors = _half_weights(model)
     inputs_half = any(a.dtype in _HALF for _, args in plan for a in args)
     if not inputs_half and not any(t.dtype in _HALF for t in tensors):
         return model, plan, None
