@@ -31,7 +31,8 @@ through _unsafe_reset_threadpool before its programs load):
 - int8: ExecuTorch's XNNPACKQuantizer flow (static for the CNNs, dynamic for MiniLM) and ONNX
   Runtime's quantize_static / quantize_dynamic beside their fp32 and kiln's fp32, with each int8
   output's error and cosine against eager fp32; and for MiniLM kiln's own int8_dynamic beside
-  kiln fp32, ORT fp32 and ORT's quantize_dynamic (the dynamic int8 table; no ExecuTorch needed).
+  kiln fp32, its bf16 GEMMs (gemm_precision="bfloat16"), ORT fp32 and ORT's quantize_dynamic (the dynamic int8
+  table; no ExecuTorch needed).
 - Every runtime's speedup from the fewest to the most threads, per row; --plot DIR draws the
   fp32 and int8 latency tables as PNG charts (bench/charts.py).
 - Python call overhead: x + y on 4 floats through kiln, torch eager and ORT.
@@ -580,8 +581,8 @@ def ort_optimize(key: str, model: Model, workdir: Path) -> None:
 
 
 class KilnRunner:
-    def __init__(self, path: Path):
-        self.method = kiln.load(path).load_method("forward")
+    def __init__(self, path: Path, gemm_precision: str = ""):
+        self.method = kiln.load(path, gemm_precision=gemm_precision).load_method("forward")
 
     def prepare(self, row: Row):
         if row.prefix:
@@ -1104,31 +1105,37 @@ def export_kiln_int8(models: dict, rows: list[Row], workdir: Path) -> None:
 
 
 def bench_kiln_int8(models: dict, rows: list[Row], threads: int, workdir: Path, args) -> Table | None:
-    """kiln's int8_dynamic beside its fp32 and ONNX Runtime's fp32 and quantize_dynamic int8, in
-    the same interleaved rounds, with each int8 output's error and cosine against eager fp32."""
+    """kiln's int8_dynamic and its fp32 program with bfloat16 GEMMs (kiln.load(gemm_precision=
+    "bfloat16")) beside its fp32 and ONNX Runtime's fp32 and quantize_dynamic int8, in the same
+    interleaved rounds, with each reduced-precision output's error and cosine against eager fp32."""
     rows = [r for r in rows if int8_kind(r) == "dynamic" and (workdir / f"{r.model}.int8_dynamic.kiln").exists()]
     if not rows:
         return None
     section = Section(threads)
-    table = Table(f"dynamic int8, {threads} thread(s): median ms per call ({args.rounds} rounds at most)",
-                  ["model", "input", "kiln fp32", "kiln int8", "ort fp32", "ort int8", "kiln int8/fp32",
-                   "ort int8/fp32", "kiln int8/ort int8", "err kiln int8", "cos kiln int8", "err ort int8",
-                   "cos ort int8", "rounds"], left=2)
+    title = f"dynamic int8 and bf16 GEMMs, {threads} thread(s): median ms per call ({args.rounds} rounds at most)"
+    table = Table(title,
+                  ["model", "input", "kiln fp32", "kiln int8", "kiln bf16", "ort fp32", "ort int8", "kiln int8/fp32",
+                   "kiln bf16/fp32", "ort int8/fp32", "kiln int8/ort int8", "err kiln int8", "cos kiln int8",
+                   "err kiln bf16", "cos kiln bf16", "err ort int8", "cos ort int8", "rounds"], left=2)
     for row in rows:
         ort = lambda name: OrtRunner(workdir / name, threads, 0).prepare(row)  # noqa: E731
         calls = {"kiln": KilnRunner(workdir / f"{row.model}.kiln").prepare(row),
                  "kiln_int8": KilnRunner(workdir / f"{row.model}.int8_dynamic.kiln").prepare(row),
+                 "kiln_bf16": KilnRunner(workdir / f"{row.model}.kiln", "bfloat16").prepare(row),
                  "ort": ort(f"{row.model}.onnx"), "ort_int8": ort(f"{row.model}.int8.onnx")}
         ref = np.asarray(TorchRunner(models[row.model].eager).prepare(row)())
         outs = {name: np.asarray(fn()) for name, fn in calls.items()}
         med, done = interleaved(calls, args.rounds, args.budget)
         for name in calls:
-            label = {"kiln": "kiln fp32", "kiln_int8": "kiln int8", "ort": "ORT fp32", "ort_int8": "ORT int8"}[name]
+            label = {"kiln": "kiln fp32", "kiln_int8": "kiln int8", "kiln_bf16": "kiln bf16", "ort": "ORT fp32",
+                     "ort_int8": "ORT int8"}[name]
             args.latency_int8.setdefault(row.name, {}).setdefault(label, {})[threads] = med[name]
-        table.rows.append([row.name, row.label, ms(med["kiln"]), ms(med["kiln_int8"]), ms(med["ort"]),
-                           ms(med["ort_int8"]), f"{med['kiln_int8'] / med['kiln']:.2f}",
+        table.rows.append([row.name, row.label, ms(med["kiln"]), ms(med["kiln_int8"]), ms(med["kiln_bf16"]),
+                           ms(med["ort"]), ms(med["ort_int8"]), f"{med['kiln_int8'] / med['kiln']:.2f}",
+                           f"{med['kiln_bf16'] / med['kiln']:.2f}",
                            f"{med['ort_int8'] / med['ort']:.2f}", f"{med['kiln_int8'] / med['ort_int8']:.2f}",
                            f"{rel_err(outs['kiln_int8'], ref):.2g}", f"{peers.cosine(outs['kiln_int8'], ref):.4f}",
+                           f"{rel_err(outs['kiln_bf16'], ref):.2g}", f"{peers.cosine(outs['kiln_bf16'], ref):.4f}",
                            f"{rel_err(outs['ort_int8'], ref):.2g}", f"{peers.cosine(outs['ort_int8'], ref):.4f}",
                            done])
         print(f"  [{threads} thread(s)] dynamic int8 {row.name}: " +
@@ -1137,7 +1144,10 @@ def bench_kiln_int8(models: dict, rows: list[Row], threads: int, workdir: Path, 
         "kiln int8: export(..., quantize=\"int8_dynamic\"): q8_0 weights per output channel, inputs of every "
         "linear quantized per 32-block at run time (compute=\"int8\", docs/quantization.md); embeddings q8_0. "
         f"ORT int8: {peers.ORT_SCHEMES['dynamic']}.",
-        "err: max |int8 - fp32 eager| / max |fp32 eager|; cos: cosine of the unit-norm embedding to eager fp32's.",
+        "kiln bf16: the fp32 program loaded with gemm_precision=\"bfloat16\": every linear's input and weight "
+        "rounded to bfloat16, float32 sums (vdpbf16ps where the CPU has AVX512_BF16, emulated elsewhere; "
+        "docs/kernels.md); attention's products and everything else stay float32.",
+        "err: max |out - fp32 eager| / max |fp32 eager|; cos: cosine of the unit-norm embedding to eager fp32's.",
     ]
     section.judge(table)
     return table

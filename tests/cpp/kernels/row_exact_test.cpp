@@ -1,7 +1,7 @@
 // Row-exactness of the products a batched LLM decoder runs (docs/kernels.md, "Row-exact
 // products"): row r of linear(x[M rows]) must be bit-identical to linear(x[r : r + 1]), so that a
 // sequence decoded greedily in a batch gets exactly the tokens it gets alone. Checked for the
-// quantized linear (every scheme) and the f32 linear, fused_linear and mm, at both tiers and every
+// quantized linear (every scheme), the f32 linear, fused_linear and mm and the bfloat16 linear, at both tiers and every
 // level (on 1 and 2 pool threads, as every case of this harness), prepared for M rows and prepared
 // for 64 rows then run with M; with an infinity and a large value in some rows of the quantized
 // inputs, which take another path than the finite rows (their own, not the batch's).
@@ -125,6 +125,18 @@ KILN_TEST(row_exact_f32_linear_and_mm) {
                         return a;
                       });
   }
+}
+
+// The bfloat16 GEMM (GemmPrecision::Bfloat16) sums as the f32 one does, over pairs of K.
+KILN_TEST(row_exact_bf16_linear) {
+  ScopedGemmPrecision bf16(GemmPrecision::Bfloat16);
+  TestTensor x = TestTensor::random({kMaxM, kK});
+  TestTensor w = TestTensor::random({kN, kK}, true), b = TestTensor::random({kN}, true);
+  expect_rows_exact("bf16 fused_linear gelu", "kiln::fused_linear.default", x, kK, kN, kMaxM, [&](TestTensor& xi) {
+    Args a;
+    a.tensor(xi).tensor(w).tensor(b).none().str("gelu").d(0).d(0);
+    return a;
+  });
 }
 
 KILN_TEST(row_exact_quantized_linear) {
