@@ -108,11 +108,6 @@ function(kiln_add_isa_microkernels prefix dir)
       set(family_path "${dir}/${family}.inc")
       set(unit "${CMAKE_CURRENT_BINARY_DIR}/${prefix}/${family}_${isa}.cpp")
       configure_file("${KILN_ISA_UNIT_TEMPLATE}" "${unit}" @ONLY)
-      # A family that uses instructions beyond the level's features in this unit (and checks for
-      # them at run time before it calls that code): KILN_ISA_EXTRA_FLAGS_<family>_<level>.
-      if(DEFINED KILN_ISA_EXTRA_FLAGS_${family}_${isa})
-        set_source_files_properties("${unit}" PROPERTIES COMPILE_OPTIONS "${KILN_ISA_EXTRA_FLAGS_${family}_${isa}}")
-      endif()
       list(APPEND sources "${unit}")
     endforeach()
     if(NOT sources)

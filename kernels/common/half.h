@@ -60,6 +60,16 @@ inline uint16_t float_to_bfloat16(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+// A bfloat16 GEMM's sums (optimized/bf16_gemm.h) run over slices of K of at most this many pairs, all
+// of one length (bf16_gemm_slice_pairs), each summed from zero and then added to the earlier slices'
+// sum: part of what a sum is, the same at every level and in the portable reference.
+constexpr int64_t kBf16GemmKcPairs = 256;
+inline int64_t bf16_gemm_slice_pairs(int64_t pairs) {
+  if (pairs <= kBf16GemmKcPairs) return pairs < 1 ? 1 : pairs;
+  const int64_t slices = (pairs + kBf16GemmKcPairs - 1) / kBf16GemmKcPairs;
+  return (pairs + slices - 1) / slices;
+}
+
 // An operand of a bfloat16 GEMM (optimized/bf16_gemm.h): float_to_bfloat16 after subnormals become
 // zero of their sign, as AVX512_BF16's conversions round (vcvtne2ps2bf16).
 inline uint16_t bf16_gemm_operand(float f) {

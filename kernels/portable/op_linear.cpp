@@ -52,11 +52,13 @@ void linear_forward(const LinearArgs& a, Tensor& y) {
 
 float gemm_operand(float x) { return bfloat16_to_float(bf16_gemm_operand(x)); }
 
-// x and W rounded to bfloat16 (optimized/bf16_gemm.h): each sum over the pairs of K, the odd element's
-// product added before the even one's, each addition rounded to float32 (the products of bfloat16
-// values are exact: no fused multiply-add needed); then bias, residual and the activation.
+// x and W rounded to bfloat16 (optimized/bf16_gemm.h): each sum over the pairs of K in slices of
+// bf16_gemm_slice_pairs, each slice from zero, the odd element's product added before the even
+// one's, each addition rounded to float32 (the products of bfloat16 values are exact: no fused
+// multiply-add needed), then added to the earlier slices' sum; then bias, residual, activation.
 void linear_forward_bf16(const LinearArgs& a, Tensor& y) {
   const int64_t m = a.m, n = a.n, k = a.k;
+  const int64_t pairs = (k + 1) / 2, slice = bf16_gemm_slice_pairs(pairs);
   const float* x = a.x->data_as<const float>();
   const float* w = a.weight->data_as<const float>();
   const float* b = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
@@ -68,14 +70,20 @@ void linear_forward_bf16(const LinearArgs& a, Tensor& y) {
       const float* xi = x + i * k;
       for (int64_t j = 0; j < n; ++j) {
         const float* wj = w + j * k;
-        float sum = 0.0f;
-        for (int64_t e = 0; e < k; e += 2) {
-          if (e + 1 < k) sum += gemm_operand(xi[e + 1]) * gemm_operand(wj[e + 1]);
-          sum += gemm_operand(xi[e]) * gemm_operand(wj[e]);
+        float total = 0.0f;
+        for (int64_t p0 = 0; p0 < pairs; p0 += slice) {
+          float sum = 0.0f;
+          for (int64_t p = p0; p < std::min(pairs, p0 + slice); ++p) {
+            const int64_t e = 2 * p;
+            // Past the end of an odd K the pair's high half is zero in both operands.
+            sum += e + 1 < k ? gemm_operand(xi[e + 1]) * gemm_operand(wj[e + 1]) : 0.0f;
+            sum += gemm_operand(xi[e]) * gemm_operand(wj[e]);
+          }
+          total = p0 == 0 ? sum : sum + total;
         }
-        if (b != nullptr) sum += bias_vec ? b[j] : b[0];
-        if (r != nullptr) sum += r[i * n + j];
-        c[i * n + j] = sum;
+        if (b != nullptr) total += bias_vec ? b[j] : b[0];
+        if (r != nullptr) total += r[i * n + j];
+        c[i * n + j] = total;
       }
     }
   });

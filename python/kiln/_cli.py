@@ -19,10 +19,10 @@ LOCATORS = {
     "--version": "kiln's version",
 }
 
-
 GEMM_PRECISIONS = ("float32", "bfloat16")
 GEMM_PRECISION_HELP = ("as kiln.load(gemm_precision=...) / KILN_GEMM_PRECISION: bfloat16 rounds the operands of "
                        "linear layers to bfloat16 (default: the program's own, else float32)")
+
 
 def _locate(flag: str) -> str:
     import kiln

@@ -352,8 +352,9 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     vdpbf16ps where the CPU has it, the same bits emulated elsewhere; packed
     weights take half the memory); "float32" keeps them exact. Default:
     KILN_GEMM_PRECISION, else the program's own choice (bfloat16 for a model
-    exported with bfloat16 weights), else "float32". Method.gemm_precision
-    says which one a method runs (docs/kernels.md, "bfloat16 GEMMs").
+    exported with bfloat16 linear weights, where the CPU has AVX512_BF16), else
+    "float32". Method.gemm_precision says which one a method runs
+    (docs/kernels.md, "bfloat16 GEMMs").
 
     Raises InvalidProgram if the file is malformed; nothing is trusted before
     it has been verified.

@@ -73,23 +73,29 @@ Status resolve_gemm_precision(const LoadOptions& options, internal::ProgramData*
   const char* env = std::getenv("KILN_GEMM_PRECISION");
   std::string wanted = options.gemm_precision, source = "LoadOptions::gemm_precision";
   if (wanted.empty() && env != nullptr && env[0] != '\0') wanted = env, source = "KILN_GEMM_PRECISION";
+  bool from_program = false;
   if (wanted.empty()) {
     if (const auto* entries = data->program->metadata()) {
       for (const auto* e : *entries) {
         if (e->key()->str() != internal::kGemmPrecisionKey) continue;
+        from_program = true;
         wanted = e->value() != nullptr ? std::string(e->value()->begin(), e->value()->end()) : std::string();
         source = format("the program's metadata '%s'", internal::kGemmPrecisionKey);
       }
     }
   }
-  if (wanted.empty() || wanted == "float32") return Status::ok();
+  if ((wanted.empty() && !from_program) || wanted == "float32") return Status::ok();
   if (wanted == "bfloat16") {
-    data->gemm_precision = GemmPrecision::Bfloat16;
+    // The program's own choice (a bfloat16 model's) stands where the CPU multiplies bfloat16 itself:
+    // AVX512_BF16, whose tiles the avx512_vnni level carries (optimized/bf16_gemm.h). Elsewhere the
+    // emulation would be slower than float32, which is exact: the weights are converted instead.
+    const bool native = data->isa == Isa::Avx512Vnni && (detected_cpu_features() & KILN_CPU_FEATURE_BIT(Avx512Bf16));
+    if (!from_program || native) data->gemm_precision = GemmPrecision::Bfloat16;
     return Status::ok();
   }
   std::string shown = wanted.substr(0, 64);
   for (char& c : shown) c = c >= 0x20 && c < 0x7f ? c : '?';
-  return Status(source.rfind("the program", 0) == 0 ? Error::InvalidProgram : Error::InvalidArgument,
+  return Status(from_program ? Error::InvalidProgram : Error::InvalidArgument,
                 format("%s is '%s'; expected 'float32' or 'bfloat16'", source.c_str(), shown.c_str()));
 }
 

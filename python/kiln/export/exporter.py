@@ -30,8 +30,12 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     start = time.perf_counter()
     traced = trace(model, example_inputs, methods=methods, dynamic_shapes=dynamic_shapes, quantize=quantize)
     passed = run_passes(traced, optimize=optimize, passes=passes)
+    notes = list(traced.notes)
     if traced.gemm_precision and "kiln.gemm_precision" not in (metadata or {}):
         metadata = {**(metadata or {}), "kiln.gemm_precision": traced.gemm_precision}
+        notes.append("its linear layers round their operands to bfloat16, as the bfloat16 model's do, with "
+                     "float32 sums, where the CPU has AVX512_BF16 (metadata kiln.gemm_precision; "
+                     "kiln.load(..., gemm_precision='float32') computes them in float32)")
     program = lower(passed, metadata=metadata)
     if path is None:
         data = serialize(program)
@@ -43,7 +47,7 @@ def export_program(model, example_inputs, path, *, methods=None, dynamic_shapes=
     segment_bytes = [memoryview(s).nbytes for s in program.segments]
     report = ExportReport(path=path, file_size=file_size, export_seconds=0.0,
                           num_segments=len(segment_bytes), constant_bytes=sum(segment_bytes),
-                          producer=program.producer, notes=list(traced.notes), optimize=optimize, data=data)
+                          producer=program.producer, notes=notes, optimize=optimize, data=data)
     for m in program.methods:
         report.methods[m.name] = MethodReport(
             name=m.name, num_instructions=len(m.instructions), operators=m.operator_keys(),

@@ -13,7 +13,7 @@
 // Bumped whenever a public struct layout or function signature that plugins
 // compile against changes. Every registration carries the value it was built
 // with; the runtime refuses registrations from another ABI.
-#define KILN_ABI_VERSION 2
+#define KILN_ABI_VERSION 3
 
 #define KILN_CONCAT_INNER_(a, b) a##b
 #define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)

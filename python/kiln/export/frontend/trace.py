@@ -118,9 +118,9 @@ class TracedProgram:
     notes: List[str] = field(default_factory=list)
     """What kiln changed about the model before tracing it (for the report)."""
     gemm_precision: Optional[str] = None
-    """"bfloat16" when the model's half-precision weights were all bfloat16: the
-    program's default kiln.load(gemm_precision=...), stored as the metadata
-    kiln.gemm_precision; None otherwise."""
+    """"bfloat16" when every linear layer's weight was bfloat16: the program's
+    default kiln.load(gemm_precision=...) where the CPU has AVX512_BF16, stored
+    as the metadata kiln.gemm_precision; None otherwise."""
 
     def __str__(self) -> str:
         lines = [f"kiln.export.TracedProgram: {len(self.methods)} method(s)"]
@@ -158,14 +158,10 @@ def trace(model, example_inputs=None, *, methods=None, dynamic_shapes=None, quan
     if quantize is not None:
         model, note = _quantized(model, quantize)
         notes.append(note)
-    gemm_precision = "bfloat16" if _half_weight_dtypes(model) == {torch.bfloat16} else None
+    gemm_precision = "bfloat16" if _linear_weights_are_bfloat16(model) else None
     model, plan, note = _as_float32(model, plan)
     if note:
         notes.append(note)
-    if gemm_precision:
-        notes.append("its linear layers round their operands to bfloat16, as the bfloat16 model's do, with "
-                     "float32 sums (the program's default gemm_precision; kiln.load(..., "
-                     "gemm_precision='float32') computes them in float32)")
 
     training = {m: m.training for m in model.modules()}
     traced: Dict[str, TracedMethod] = {}
@@ -301,8 +297,10 @@ def _half_weights(model):
             for t in list(m.parameters(recurse=False)) + list(m.buffers(recurse=False)) if t.dtype in _HALF]
 
 
-def _half_weight_dtypes(model) -> set:
-    return {t.dtype for t in _half_weights(model)}
+def _linear_weights_are_bfloat16(model) -> bool:
+    """True if the model has linear layers and every one's weight is bfloat16."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return bool(weights) and all(w.dtype == torch.bfloat16 for w in weights)
 
 
 def _as_float32(model, plan):
