@@ -15,9 +15,6 @@ namespace {
 
 const int kLevels = static_cast<int>(supported_isas().size());
 
-struct Mnk {
-  int64_t m, n, k;
-};
 // One row (the streamed gemv4 path), odd K (a last half pair), K past one slice of pairs at every
 // level (kc 128..256 pairs), N not a multiple of the 32-column panels, a few rows around the tile
 // heights (4 and 8).
@@ -36,26 +33,10 @@ double to_bf16(float x) {
 
 KILN_TEST(bf16_linear_matches_reference) {
   ScopedGemmPrecision bf16(GemmPrecision::Bfloat16);
-  for (const Mnk& s : kShapes) {
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool bias = variant & 1, constant_weight = !(variant & 2);
-      TestTensor x = TestTensor::random({s.m, s.k});
-      TestTensor w = TestTensor::random({s.n, s.k}, constant_weight);
-      TestTensor b = TestTensor::random({s.n}, true);
-      Args args;
-      args.tensor(x).tensor(w);
-      if (bias)
-        args.tensor(b);
-      else
-        args.none();
-      const std::string what = format("bf16 linear m=%lld n=%lld k=%lld bias=%d constant=%d", (long long)s.m,
-                                      (long long)s.n, (long long)s.k, bias, constant_weight);
-      // A weight computed at run time stays float32 in both tiers (sums in other orders).
-      const Tolerance tol = constant_weight ? Tolerance{0.0f, 0.0f} : gemm_tolerance(s.k);
-      const int ran = expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, tol);
-      KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
-    }
-  }
+  // A weight computed at run time stays float32 in both tiers (sums in other orders).
+  expect_linear_variants_match(
+      "bf16 linear", {std::begin(kShapes), std::end(kShapes)},
+      [](const Mnk& s, bool constant) { return constant ? Tolerance{0.0f, 0.0f} : gemm_tolerance(s.k); });
 }
 
 // act(x @ W^T + bias + residual) with the activation after the product, as fusion makes it: exact for

@@ -13,32 +13,13 @@ const int kLevels = static_cast<int>(supported_isas().size());
 
 // (m, n, k): sizes 1, primes, around the register tiles (8x32, 6x16, 6x8) and
 // cache blocks (kc 128/256, mc 96..192, nc 512/1024), and K much larger than N.
-struct Mnk {
-  int64_t m, n, k;
-};
 const Mnk kShapes[] = {{1, 1, 1},      {1, 7, 3},      {2, 33, 17},    {3, 5, 4099},   {5, 31, 64},    {6, 16, 8},
                        {7, 32, 129},   {8, 64, 300},   {9, 17, 5},     {13, 97, 1000}, {16, 48, 257},  {1, 1031, 61},
                        {37, 1030, 31}, {200, 40, 260}, {64, 129, 576}, {97, 13, 2},    {1, 576, 1536}, {4, 1, 33}};
 
 KILN_TEST(linear_matches_reference) {
-  for (const Mnk& s : kShapes) {
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool bias = variant & 1, constant_weight = !(variant & 2);
-      TestTensor x = TestTensor::random({s.m, s.k});
-      TestTensor w = TestTensor::random({s.n, s.k}, constant_weight);
-      TestTensor b = TestTensor::random({s.n}, true);
-      Args args;
-      args.tensor(x).tensor(w);
-      if (bias)
-        args.tensor(b);
-      else
-        args.none();
-      const std::string what = format("linear m=%lld n=%lld k=%lld bias=%d constant=%d", (long long)s.m, (long long)s.n,
-                                      (long long)s.k, bias, constant_weight);
-      const int ran = expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, gemm_tolerance(s.k));
-      KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
-    }
-  }
+  expect_linear_variants_match("linear", {std::begin(kShapes), std::end(kShapes)},
+                               [](const Mnk& s, bool) { return gemm_tolerance(s.k); });
 }
 
 KILN_TEST(linear_split_over_many_threads) {

@@ -79,4 +79,36 @@ inline TestTensor reference_epilogue(TestTensor y, TestTensor* residual, const s
   return portable_output(op.c_str(), args, n);
 }
 
+// (m, n, k) of a product: x [m, k] @ W^T [k, n].
+struct Mnk {
+  int64_t m, n, k;
+};
+
+// linear(x, W, bias or none) for each shape, with and without a bias, with a constant weight and
+// with one computed at run: every level against the portable kernel, within tolerance(shape,
+// constant weight); `label` starts each case's name.
+template <class ToleranceFn>
+void expect_linear_variants_match(const char* label, const std::vector<Mnk>& shapes, ToleranceFn tolerance) {
+  const int levels = static_cast<int>(supported_isas().size());
+  for (const Mnk& s : shapes) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool bias = variant & 1, constant_weight = !(variant & 2);
+      TestTensor x = TestTensor::random({s.m, s.k});
+      TestTensor w = TestTensor::random({s.n, s.k}, constant_weight);
+      TestTensor b = TestTensor::random({s.n}, true);
+      Args args;
+      args.tensor(x).tensor(w);
+      if (bias)
+        args.tensor(b);
+      else
+        args.none();
+      const std::string what = format("%s m=%lld n=%lld k=%lld bias=%d constant=%d", label, (long long)s.m,
+                                      (long long)s.n, (long long)s.k, bias, constant_weight);
+      const int ran =
+          expect_tiers_match(what, "aten::linear.default", args, {s.m * s.n}, tolerance(s, constant_weight));
+      KILN_EXPECT(ran == levels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
 }  // namespace kiln::test
