@@ -88,7 +88,7 @@ Status resolve_gemm_precision(const LoadOptions& options, internal::ProgramData*
   if (wanted == "bfloat16") {
     // The program's own choice (a bfloat16 model's) stands where the CPU multiplies bfloat16 itself:
     // AVX512_BF16, whose tiles the avx512_vnni level carries (optimized/bf16_gemm.h). Elsewhere the
-    // emulation would be slower than float32, which is exact: the weights are converted instead.
+    // emulation is slower than float32 on compute-bound products: the weights are converted instead.
     const bool native = data->isa == Isa::Avx512Vnni && (detected_cpu_features() & KILN_CPU_FEATURE_BIT(Avx512Bf16));
     if (!from_program || native) data->gemm_precision = GemmPrecision::Bfloat16;
     return Status::ok();
