@@ -151,3 +151,27 @@ def test_cli_takes_the_precision(mlp_program):
                           capture_output=True, text=True, env=clean_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "gemm precision bfloat16" in proc.stdout
+
+
+def test_matmul_with_a_constant_weight_rounds_too(torch, tmp_path):
+    from kiln.export import export
+
+    class Projection(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(IN, OUT))
+
+        def forward(self, x):
+            return x @ self.w
+
+    torch.manual_seed(3)
+    model = Projection().eval()
+    path = tmp_path / "proj.kiln"
+    export(model, (torch.randn(2, 5, IN),), path)
+    x = np.random.default_rng(2).standard_normal((2, 5, IN)).astype(np.float32)
+    got = kiln.load(path, gemm_precision="bfloat16").forward(x)[0]
+    want = (rounded(torch, x) @ rounded(torch, model.w.detach())).numpy()
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    ref = kiln.load(path, kernels="portable", gemm_precision="bfloat16").forward(x)[0]
+    np.testing.assert_array_equal(got, ref)
+    assert np.abs(kiln.load(path).forward(x)[0] - want).max() > 1e-4 * np.abs(want).max()

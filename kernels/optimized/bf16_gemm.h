@@ -20,8 +20,8 @@
 namespace kiln::kernels::optimized {
 
 struct Bf16GemmKernels {
-  // The tiles (over pairs), gemv4 and cache blocks (kc: kBf16GemmKcPairs). pack_rows is unused: B is always
-  // packed by prepack_b_bf16 (gemm_driver.h).
+  // The tiles (over pairs), gemv4 and cache blocks (kc: kBf16GemmKcPairs). pack_rows is unused: B
+  // is always packed by prepack_b_bf16 (below).
   F32GemmKernels gemm;
   // Rows [0, rows) of the float32 matrix src (row stride lds) from column 2 * p0, `pairs` pairs of
   // each (a last half pair past column k is zero), rounded to bfloat16: row i at dst + i * ld.
@@ -49,11 +49,11 @@ inline const Bf16GemmKernels& bf16_gemm_kernels_for(Isa isa) {
   return level.emulated;
 }
 
-// Packs the constant weight W [n, k] of a linear as B = W^T in pairs (slices of kc pairs, each as
-// panels of nr columns, as GemmProblem::packed_b), rounded by bf16_gemm_operand; once per loaded
-// program (packed_constant).
-Result<const float*> prepack_b_bf16(KernelContext& ctx, const Bf16GemmKernels& kernels, const Tensor& weight, int64_t k,
-                                    int64_t n);
+// Packs the constant B[k][n] = source[k * rs + n * cs] in pairs (slices of kc pairs, each as panels
+// of nr columns, as GemmProblem::packed_b), rounded by bf16_gemm_operand; once per loaded program
+// (packed_constant). A linear's weight W [n, k] is B = W^T: rs 1, cs k.
+Result<const float*> prepack_b_bf16(KernelContext& ctx, const Bf16GemmKernels& kernels, const Tensor& source,
+                                    int64_t rs, int64_t cs, int64_t k, int64_t n);
 
 // Runs `p`, a product of float32 rows (a, lda; K = p.k floats) with a B packed by prepack_b_bf16,
 // converting each block of A to pairs as the driver copies it. `scratch_bytes`: as gemm()'s, from

@@ -374,12 +374,12 @@ Result<const float*> prepack_b(KernelContext& ctx, const F32GemmKernels& kernels
 namespace {
 
 struct PrepackPairsArg {
-  const float* w;  // [n, k]
-  int64_t k, n, kc;
+  const float* b;  // B[k][j] = b[k * rs + j * cs]
+  int64_t rs, cs, k, n, kc;
   int nr;
 };
 
-// B[p][j] = (W[j][2p], W[j][2p + 1]) as one 32-bit slot, zero past column n and past element k.
+// Panel slot (p, j) = (B[2p][j], B[2p + 1][j]) as one 32-bit slot, zero past column n and past row k.
 void prepack_pairs_fn(const void* arg, void* dst) {
   const PrepackPairsArg& a = *static_cast<const PrepackPairsArg*>(arg);
   const int64_t pairs = ceil_div(a.k, 2), panels = ceil_div(a.n, a.nr), slices = ceil_div(pairs, a.kc);
@@ -388,13 +388,13 @@ void prepack_pairs_fn(const void* arg, void* dst) {
       const int64_t p0 = t / panels * a.kc, kc = std::min(a.kc, pairs - p0), j0 = t % panels * a.nr;
       uint32_t* out = static_cast<uint32_t*>(dst) + p0 * panels * a.nr + j0 * kc;
       for (int64_t j = 0; j < a.nr; ++j) {
-        const float* row = j0 + j < a.n ? a.w + (j0 + j) * a.k : nullptr;
+        const float* col = j0 + j < a.n ? a.b + (j0 + j) * a.cs : nullptr;
         for (int64_t q = 0; q < kc; ++q) {
           const int64_t e = 2 * (p0 + q);
           uint32_t pair = 0;
-          if (row != nullptr) {
-            pair = bf16_gemm_operand(row[e]);
-            if (e + 1 < a.k) pair |= static_cast<uint32_t>(bf16_gemm_operand(row[e + 1])) << 16;
+          if (col != nullptr) {
+            pair = bf16_gemm_operand(col[e * a.rs]);
+            if (e + 1 < a.k) pair |= static_cast<uint32_t>(bf16_gemm_operand(col[(e + 1) * a.rs])) << 16;
           }
           out[q * a.nr + j] = pair;
         }
@@ -417,15 +417,16 @@ void convert_a_block(const void* arg, int64_t /*batch*/, int64_t m0, int64_t mc,
 
 }  // namespace
 
-Result<const float*> prepack_b_bf16(KernelContext& ctx, const Bf16GemmKernels& kernels, const Tensor& weight, int64_t k,
-                                    int64_t n) {
+Result<const float*> prepack_b_bf16(KernelContext& ctx, const Bf16GemmKernels& kernels, const Tensor& source,
+                                    int64_t rs, int64_t cs, int64_t k, int64_t n) {
   const int64_t pairs = ceil_div(k, 2), kc = k_slice(kernels.gemm, pairs);
-  const PrepackPairsArg arg{weight.data_as<const float>(), k, n, kc, kernels.gemm.nr};
+  const PrepackPairsArg arg{source.data_as<const float>(), rs, cs, k, n, kc, kernels.gemm.nr};
   const size_t bytes = static_cast<size_t>(ceil_div(n, kernels.gemm.nr) * kernels.gemm.nr) *
                        static_cast<size_t>(pairs) * sizeof(uint32_t);
-  const std::string layout = format("bf16-pairs-gemm-b-kc%lld-nr%d-k%lld-n%lld", static_cast<long long>(kc),
-                                    kernels.gemm.nr, static_cast<long long>(k), static_cast<long long>(n));
-  Result<const void*> packed = packed_constant(ctx, weight, layout.c_str(), bytes, prepack_pairs_fn, &arg);
+  const std::string layout = format("bf16-pairs-gemm-b-kc%lld-nr%d-k%lld-n%lld-rs%lld-cs%lld",
+                                    static_cast<long long>(kc), kernels.gemm.nr, static_cast<long long>(k),
+                                    static_cast<long long>(n), static_cast<long long>(rs), static_cast<long long>(cs));
+  Result<const void*> packed = packed_constant(ctx, source, layout.c_str(), bytes, prepack_pairs_fn, &arg);
   if (!packed.ok()) return packed.status();
   return static_cast<const float*>(packed.value());
 }

@@ -49,7 +49,7 @@ Status prepare(const char* op, bool fused, KernelContext& ctx, Inputs in, Output
   if (a.weight->is_constant() && ctx.gemm_precision == GemmPrecision::Bfloat16) {
     s->bf16 = &bf16_gemm_kernels_for(ctx.isa);
     s->kernels = &s->bf16->gemm;
-    Result<const float*> packed = prepack_b_bf16(ctx, *s->bf16, *a.weight, a.k, a.n);
+    Result<const float*> packed = prepack_b_bf16(ctx, *s->bf16, *a.weight, 1, a.k, a.k, a.n);
     if (!packed.ok()) return packed.status();
     s->packed = packed.value();
     s->packed_from = a.weight->data();

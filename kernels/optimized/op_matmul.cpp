@@ -3,11 +3,15 @@
 // The second operand is B. A constant 2-D B (a weight used through mm or
 // matmul) is packed once at method load; any other B (activations: attention
 // scores and values, batched operands) is packed per block into worker scratch.
+// Under GemmPrecision::Bfloat16 a constant B of an unbatched product is packed in
+// bfloat16 pairs and runs on the bfloat16 tiles (bf16_gemm.h), as the portable
+// kernels compute it (portable/gemm.h, matmul_product; addmm).
 #include <algorithm>
 #include <memory>
 
 #include "common/kernel_args.h"
 #include "common/matmul_args.h"
+#include "optimized/bf16_gemm.h"
 #include "optimized/gemm_driver.h"
 
 namespace kiln {
@@ -89,9 +93,10 @@ Status build_addmm(const char* op, bool prepare, Inputs in, Outputs out, Product
 
 struct MatmulState {
   const F32GemmKernels* kernels = nullptr;
-  const float* packed = nullptr;      // B in panels, or null: packed per block at run
-  const void* packed_from = nullptr;  // the data of the constant B that `packed` holds
-  size_t scratch = 0;                 // per worker
+  const Bf16GemmKernels* bf16 = nullptr;  // set: the bfloat16 product (then `packed` holds pairs)
+  const float* packed = nullptr;          // B in panels, or null: packed per block at run
+  const void* packed_from = nullptr;      // the data of the constant B that `packed` holds
+  size_t scratch = 0;                     // per worker
 };
 
 Status prepare(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -104,7 +109,15 @@ Status prepare(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Out
   const GemmProblem& p = r.p;
   bool b_batched = false;
   for (int d = 0; d < p.batches.ndim; ++d) b_batched |= p.batches.b_strides[d] != 0 && p.batches.sizes[d] > 1;
-  if (r.b->is_constant() && !b_batched && p.k > 0 && p.n > 0) {
+  if (r.b->is_constant() && p.batches.ndim == 0 && p.k > 0 && p.n > 0 &&
+      ctx.gemm_precision == GemmPrecision::Bfloat16) {
+    s->bf16 = &bf16_gemm_kernels_for(ctx.isa);
+    s->kernels = &s->bf16->gemm;
+    Result<const float*> packed = prepack_b_bf16(ctx, *s->bf16, *r.b, p.b_rs, p.b_cs, p.k, p.n);
+    if (!packed.ok()) return packed.status();
+    s->packed = packed.value();
+    s->packed_from = r.b->data();
+  } else if (r.b->is_constant() && !b_batched && p.k > 0 && p.n > 0) {
     Result<const float*> packed = prepack_b(ctx, *s->kernels, *r.b, p.b_rs, p.b_cs, p.k, p.n);
     if (!packed.ok()) return packed.status();
     s->packed = packed.value();
@@ -124,6 +137,7 @@ Status run(const char* op, BuildFn build, KernelContext& ctx, Inputs in, Outputs
     KILN_CHECK_OR_RETURN(r.b->data() == s.packed_from, KernelFailure, "%s: B is not the constant packed at load", op);
     r.p.packed_b = s.packed;
   }
+  if (s.bf16 != nullptr) return gemm_bf16(*s.bf16, r.p, ctx, s.scratch);
   return gemm(*s.kernels, r.p, ctx, s.scratch);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/matmul_args.h"
+#include "kiln/kernel.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -52,8 +53,18 @@ struct GemmProblem {
 // panels live on the stack of each worker (80 KiB).
 void gemm(const GemmProblem& p) noexcept;
 
+// The same problem (one batch, B read through b/b_rs/b_cs) under GemmPrecision::Bfloat16: A and B
+// rounded to bfloat16 and summed as optimized/bf16_gemm.h says, then C = alpha * sum (overwrite) or
+// C + alpha * sum. The reference of the bfloat16 GEMM; the threads split rows only.
+void gemm_bf16(const GemmProblem& p) noexcept;
+
 // C = A @ B for contiguous A, B and C with the shapes and batch layout of `s` (mm, bmm, matmul).
 void gemm_contiguous(const MatmulShapes& s, const float* a, const float* b, float* c) noexcept;
+
+// C = A @ B for mm, bmm and matmul: gemm_contiguous, or, under GemmPrecision::Bfloat16 with a
+// constant B and no batches (what the optimized kernels pack in bfloat16), gemm_bf16.
+void matmul_product(const KernelContext& ctx, const MatmulShapes& s, const Tensor& a, const Tensor& b,
+                    float* c) noexcept;
 
 }  // namespace portable
 }  // namespace kernels

@@ -8,7 +8,7 @@ namespace kiln {
 namespace kernels {
 namespace portable {
 
-Status addmm_run(KernelContext&, Inputs in, Outputs out) {
+Status addmm_run(KernelContext& ctx, Inputs in, Outputs out) {
   constexpr const char* op = "aten::addmm.default";
   KILN_RETURN_IF_ERROR(check_arity(op, in, out, 5, 1));
   const Tensor *self, *a, *b;
@@ -53,7 +53,12 @@ Status addmm_run(KernelContext&, Inputs in, Outputs out) {
   p.c = c, p.c_rs = n;
   p.alpha = static_cast<float>(alpha);
   p.overwrite = !use_self;
-  gemm(p);
+  // Under GemmPrecision::Bfloat16 a constant mat2 is what the optimized kernel packs in bfloat16.
+  if (ctx.gemm_precision == GemmPrecision::Bfloat16 && b->is_constant()) {
+    gemm_bf16(p);
+  } else {
+    gemm(p);
+  }
   return Status::ok();
 }
 

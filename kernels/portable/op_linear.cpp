@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/half.h"
 #include "common/linear_args.h"
 #include "portable/gemm.h"
 
@@ -50,43 +49,32 @@ void linear_forward(const LinearArgs& a, Tensor& y) {
   apply_activation(a.act, c, y.numel());
 }
 
-float gemm_operand(float x) { return bfloat16_to_float(bf16_gemm_operand(x)); }
-
-// x and W rounded to bfloat16 (optimized/bf16_gemm.h): each sum over the pairs of K in slices of
-// bf16_gemm_slice_pairs, each slice from zero, the odd element's product added before the even
-// one's, each addition rounded to float32 (the products of bfloat16 values are exact: no fused
-// multiply-add needed), then added to the earlier slices' sum; then bias, residual, activation.
+// x and W rounded to bfloat16, the sums of optimized/bf16_gemm.h (gemm_bf16), then bias, residual
+// and the activation, each added as the optimized epilogue adds them.
 void linear_forward_bf16(const LinearArgs& a, Tensor& y) {
   const int64_t m = a.m, n = a.n, k = a.k;
-  const int64_t pairs = (k + 1) / 2, slice = bf16_gemm_slice_pairs(pairs);
-  const float* x = a.x->data_as<const float>();
-  const float* w = a.weight->data_as<const float>();
+  float* c = y.data_as<float>();
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a = a.x->data_as<const float>(), p.a_rs = k, p.a_cs = 1;
+  p.b = a.weight->data_as<const float>(), p.b_rs = 1, p.b_cs = k;  // B = W^T
+  p.c = c, p.c_rs = n;
+  p.overwrite = true;
+  gemm_bf16(p);
   const float* b = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   const bool bias_vec = a.bias != nullptr && a.bias->numel() == n && n != 1;
   const float* r = a.residual != nullptr ? a.residual->data_as<const float>() : nullptr;
-  float* c = y.data_as<float>();
-  parallel_for(m, grain_for(n * k), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      const float* xi = x + i * k;
-      for (int64_t j = 0; j < n; ++j) {
-        const float* wj = w + j * k;
-        float total = 0.0f;
-        for (int64_t p0 = 0; p0 < pairs; p0 += slice) {
-          float sum = 0.0f;
-          for (int64_t p = p0; p < std::min(pairs, p0 + slice); ++p) {
-            const int64_t e = 2 * p;
-            // Past the end of an odd K the pair's high half is zero in both operands.
-            sum += e + 1 < k ? gemm_operand(xi[e + 1]) * gemm_operand(wj[e + 1]) : 0.0f;
-            sum += gemm_operand(xi[e]) * gemm_operand(wj[e]);
-          }
-          total = p0 == 0 ? sum : sum + total;
+  if (b != nullptr || r != nullptr) {
+    parallel_for(m, grain_for(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          float& out = c[i * n + j];
+          if (b != nullptr) out += bias_vec ? b[j] : b[0];
+          if (r != nullptr) out += r[i * n + j];
         }
-        if (b != nullptr) total += bias_vec ? b[j] : b[0];
-        if (r != nullptr) total += r[i * n + j];
-        c[i * n + j] = total;
       }
-    }
-  });
+    });
+  }
   apply_activation(a.act, c, y.numel());
 }
 

@@ -7,13 +7,13 @@ namespace kiln {
 namespace kernels {
 namespace portable {
 
-Status matmul_run(KernelContext&, Inputs in, Outputs out) {
+Status matmul_run(KernelContext& ctx, Inputs in, Outputs out) {
   constexpr const char* op = "aten::matmul.default";
   const Tensor *a, *b;
   MatmulShapes s;
   KILN_RETURN_IF_ERROR(matmul_args(op, /*at_prepare=*/false, in, out, &a, &b, &s));
   KILN_RETURN_IF_ERROR(resize_output(op, out[0], s.out_sizes.span()));
-  gemm_contiguous(s, a->data_as<const float>(), b->data_as<const float>(), out[0]->data_as<float>());
+  matmul_product(ctx, s, *a, *b, out[0]->data_as<float>());
   return Status::ok();
 }
 

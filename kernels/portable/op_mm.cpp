@@ -8,19 +8,21 @@ namespace kernels {
 namespace portable {
 namespace {
 
-Status product(const char* op, MatmulArgsFn read_args, Inputs in, Outputs out) {
+Status product(const char* op, MatmulArgsFn read_args, const KernelContext& ctx, Inputs in, Outputs out) {
   const Tensor *a, *b;
   MatmulShapes s;
   KILN_RETURN_IF_ERROR(read_args(op, /*at_prepare=*/false, in, out, &a, &b, &s));
   KILN_RETURN_IF_ERROR(resize_output(op, out[0], s.out_sizes.span()));
-  gemm_contiguous(s, a->data_as<const float>(), b->data_as<const float>(), out[0]->data_as<float>());
+  matmul_product(ctx, s, *a, *b, out[0]->data_as<float>());
   return Status::ok();
 }
 
 }  // namespace
 
-Status mm_run(KernelContext&, Inputs in, Outputs out) { return product("aten::mm.default", mm_args, in, out); }
-Status bmm_run(KernelContext&, Inputs in, Outputs out) { return product("aten::bmm.default", bmm_args, in, out); }
+Status mm_run(KernelContext& ctx, Inputs in, Outputs out) { return product("aten::mm.default", mm_args, ctx, in, out); }
+Status bmm_run(KernelContext& ctx, Inputs in, Outputs out) {
+  return product("aten::bmm.default", bmm_args, ctx, in, out);
+}
 
 KILN_REGISTER_KERNEL("aten::mm.default", "f32,f32", mm_run);
 KILN_REGISTER_KERNEL("aten::bmm.default", "f32,f32", bmm_run);

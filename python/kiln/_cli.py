@@ -21,7 +21,7 @@ LOCATORS = {
 
 GEMM_PRECISIONS = ("float32", "bfloat16")
 GEMM_PRECISION_HELP = ("as kiln.load(gemm_precision=...) / KILN_GEMM_PRECISION: bfloat16 rounds the operands of "
-                       "linear layers to bfloat16 (default: the program's own, else float32)")
+                       "products with a constant weight to bfloat16 (default: the program's own, else float32)")
 
 
 def _locate(flag: str) -> str:

@@ -121,7 +121,7 @@ class Method:
 
     @property
     def gemm_precision(self) -> str:
-        """"float32" or "bfloat16": how its linear layers compute (kiln.load's gemm_precision)."""
+        """"float32" or "bfloat16": how its products with a constant weight compute (kiln.load's gemm_precision)."""
         return self._native.gemm_precision
 
     def run(self, *inputs, **named) -> list[np.ndarray]:
@@ -347,7 +347,8 @@ def load(source, *, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, kernels: s
     A cache that cannot be used never fails the load; `packed_cache_report`
     says what happened.
 
-    `gemm_precision="bfloat16"` lets the linear layers with constant weights
+    `gemm_precision="bfloat16"` lets the products with a constant weight (linear,
+    mm, addmm, matmul)
     round both operands to bfloat16 and sum in float32 (AVX512_BF16's
     vdpbf16ps where the CPU has it, the same bits emulated elsewhere; packed
     weights take half the memory); "float32" keeps them exact. Default:

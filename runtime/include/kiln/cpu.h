@@ -60,7 +60,8 @@ KILN_API std::vector<CpuFeature> cpu_feature_list();
 // auxiliary vector's HWCAP words on aarch64).
 KILN_API CpuFeatures detected_cpu_features() noexcept;
 
-// What the products of a program's linear layers may round their operands to (LoadOptions::gemm_precision):
+// What a program's products with a constant weight (linear, mm, addmm, matmul) may round their operands to
+// (LoadOptions::gemm_precision):
 // Float32 computes in float32; Bfloat16 rounds both operands of each product to bfloat16 and sums in
 // float32 (docs/kernels.md, "bfloat16 GEMMs"). Kernels that do not implement a precision ignore it.
 enum class GemmPrecision : uint8_t { Float32, Bfloat16 };

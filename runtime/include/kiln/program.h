@@ -71,12 +71,13 @@ struct LoadOptions {
   // environment variable, else none. A cache that cannot be used never fails the
   // load: Program::packed_cache_report() says what happened.
   std::string packed_cache;
-  // How linear layers with constant weights compute (GemmPrecision, cpu.h): "float32" or "bfloat16"
-  // (operands rounded to bfloat16, float32 sums: vdpbf16ps where the CPU has AVX512_BF16, the same
-  // bits emulated elsewhere; packed weights take half the memory). Empty: the KILN_GEMM_PRECISION
-  // environment variable, else the program's own choice (the metadata key kiln.gemm_precision, which
-  // kiln.export writes for a model whose linear weights are bfloat16; it takes effect only where
-  // the CPU has AVX512_BF16), else "float32". Method::gemm_precision() says which one a method runs.
+  // How products with a constant weight (linear, mm, addmm, matmul) compute (GemmPrecision, cpu.h):
+  // "float32" or "bfloat16" (operands rounded to bfloat16, float32 sums: vdpbf16ps where the CPU has
+  // AVX512_BF16, the same bits emulated elsewhere; packed weights take half the memory). Empty: the
+  // KILN_GEMM_PRECISION environment variable, else the program's own choice (the metadata key
+  // kiln.gemm_precision, which kiln.export writes for a model whose linear weights are bfloat16; it
+  // takes effect only where the CPU has AVX512_BF16), else "float32". Method::gemm_precision() says
+  // which one a method runs.
   std::string gemm_precision;
 };
 

@@ -59,6 +59,44 @@ KILN_TEST(bf16_fused_linear_matches_reference) {
   }
 }
 
+// mm, addmm and matmul with a constant B: the same bf16 product, bit for bit; a batched constant B
+// (bmm) stays float32 in both tiers.
+KILN_TEST(bf16_matmuls_with_a_constant_b_match_reference) {
+  ScopedGemmPrecision bf16(GemmPrecision::Bfloat16);
+  const Tolerance exact{0.0f, 0.0f};
+  for (const Mnk& s : {Mnk{1, 40, 7}, Mnk{9, 33, 130}, Mnk{64, 70, 600}}) {
+    TestTensor a = TestTensor::random({s.m, s.k}), b = TestTensor::random({s.k, s.n}, true);
+    const std::string shape = format("m=%lld n=%lld k=%lld", (long long)s.m, (long long)s.n, (long long)s.k);
+    Args mm;
+    mm.tensor(a).tensor(b);
+    KILN_EXPECT(expect_tiers_match("bf16 mm " + shape, "aten::mm.default", mm, {s.m * s.n}, exact) == kLevels,
+                "bf16 mm %s: not every level ran", shape.c_str());
+    for (double alpha : {1.0, 0.5}) {
+      for (double beta : {1.0, 0.0}) {
+        TestTensor self = TestTensor::random({s.m, s.n});
+        Args addmm;
+        addmm.tensor(self).tensor(a).tensor(b).d(beta).d(alpha);
+        const std::string what = format("bf16 addmm %s alpha=%g beta=%g", shape.c_str(), alpha, beta);
+        KILN_EXPECT(expect_tiers_match(what, "aten::addmm.default", addmm, {s.m * s.n}, exact) == kLevels,
+                    "%s: not every level ran", what.c_str());
+      }
+    }
+    // [2, m, k] @ [k, n]: the batch folds into the rows.
+    TestTensor a3 = TestTensor::random({2, s.m, s.k});
+    Args matmul;
+    matmul.tensor(a3).tensor(b);
+    KILN_EXPECT(
+        expect_tiers_match("bf16 matmul " + shape, "aten::matmul.default", matmul, {2 * s.m * s.n}, exact) == kLevels,
+        "bf16 matmul %s: not every level ran", shape.c_str());
+    TestTensor b3 = TestTensor::random({2, s.k, s.n}, true), a2 = TestTensor::random({2, s.m, s.k});
+    Args bmm;
+    bmm.tensor(a2).tensor(b3);
+    KILN_EXPECT(expect_tiers_match("bmm, constant B " + shape, "aten::bmm.default", bmm, {2 * s.m * s.n},
+                                   gemm_tolerance(s.k)) == kLevels,
+                "bmm %s: not every level ran", shape.c_str());
+  }
+}
+
 // Every tier against the test's own sum over rounded operands: a tier that skipped the rounding
 // (float32 products) would be off by about 2^-9 of each product, far beyond the tolerance.
 KILN_TEST(bf16_linear_rounds_both_operands) {
