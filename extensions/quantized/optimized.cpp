@@ -173,7 +173,7 @@ void pack_i8_panels(const void* arg, void* dst) {
             uint8_t* vals = blk + l.extra_bytes;
             for (int64_t e = 0; e < block; ++e) {
               if (!four_bit) {
-                vals[32 * (e / 4) + 4 * j + e % 4] = static_cast<uint8_t>(values[e]);
+                vals[32 * (e / 4) + 4 * j + e % 4] = static_cast<uint8_t>(values[e] + l.value_bias);
               } else {
                 const int64_t h = e % 16;  // elements 16..31 take the high nibbles
                 uint8_t& byte = vals[32 * (h / 4) + 4 * j + h % 4];
@@ -224,10 +224,12 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   s->q = &qk;
   s->gemm = &gk;
   if (a.compute == Compute::Int8) {
-    PackI8Arg arg{a.w, optimized::q_i8_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group)};
-    const std::string layout = format("kiln-quantized-i8-panels-%s-g%lld-n%lld-k%lld-%016llx", scheme_name(a.w.scheme),
-                                      static_cast<long long>(a.w.group), static_cast<long long>(a.w.n),
-                                      static_cast<long long>(a.w.k), static_cast<unsigned long long>(hash_scales(a.w)));
+    PackI8Arg arg{a.w,
+                  optimized::q_i8_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group, qk.i8_unsigned_weights)};
+    const std::string layout =
+        format("kiln-quantized-i8-panels-%s-g%lld-n%lld-k%lld-b%d-%016llx", scheme_name(a.w.scheme),
+               static_cast<long long>(a.w.group), static_cast<long long>(a.w.n), static_cast<long long>(a.w.k),
+               arg.layout.value_bias, static_cast<unsigned long long>(hash_scales(a.w)));
     const size_t bytes = static_cast<size_t>(arg.layout.panels) * static_cast<size_t>(arg.layout.panel_bytes);
     Result<const void*> packed = packed_constant(ctx, *q, layout.c_str(), bytes, pack_i8_panels, &arg);
     if (!packed.ok()) return packed.status();

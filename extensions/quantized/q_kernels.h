@@ -77,6 +77,13 @@ constexpr int i8_scale_halves(QScheme s) {
   return s == QScheme::Q6_K ? 2 : s == QScheme::Q4_K || s == QScheme::Q5_K ? 1 : 0;
 }
 constexpr bool i8_takes(QScheme s) { return s != QScheme::F16 && s != QScheme::BF16; }
+// Added to each stored 8-bit value where a level's tiles take the weights as the unsigned operand
+// (QKernels::i8_unsigned_weights: avx512_vnni's vpdpbusd, x the signed one): the signed values of q8_0 and q5_0 become
+// 0..255 and the tile subtracts 128 * qsum per block. 4-bit, q5_1 and q5_k values are unsigned already; q6_k, with a
+// scale per half block, keeps its signed values and its tile biases x instead (q_int8.h).
+constexpr int i8_value_bias(QScheme s, bool unsigned_weights) {
+  return unsigned_weights && (s == QScheme::Q8_0 || s == QScheme::Q5_0) ? 128 : 0;
+}
 
 struct QI8Panels {
   const uint8_t* data = nullptr;
@@ -90,11 +97,13 @@ struct QI8Panels {
   int64_t block_bytes = 0;  // one 32-block of 8 columns: extra_bytes, then the values
   int64_t group_bytes = 0;
   int64_t panel_bytes = 0;
+  int value_bias = 0;  // i8_value_bias: added to each 8-bit value at pack
 };
 
-inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t group) {
+inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t group, bool unsigned_weights) {
   QI8Panels p;
   p.scheme = scheme, p.n = n, p.k = k, p.group = group, p.groups = k / group;
+  p.value_bias = i8_value_bias(scheme, unsigned_weights);
   p.group_blocks = (group + kI8Block - 1) / kI8Block;
   p.blocks = p.groups * p.group_blocks;
   p.panels = (n + kI8Cols - 1) / kI8Cols;
@@ -108,8 +117,7 @@ inline QI8Panels q_i8_panel_layout(QScheme scheme, int64_t n, int64_t k, int64_t
 
 // Rows of x quantized for compute="int8": qx int8 [rows][blocks * 32] (a short last block padded
 // with zeros), and per row and block the scale dx and the sum of its qx. The level's quantize_i8
-// writes them and its gemm_i8 reads them: at avx512_vnni qx holds the unsigned bytes qx + 128
-// (q_int8.h), the other levels store qx itself.
+// writes them and its gemm_i8 reads them.
 struct QI8Rows {
   const int8_t* qx = nullptr;
   const float* dx = nullptr;
@@ -129,7 +137,9 @@ struct QRows {
 };
 
 struct QKernels {
-  int nr = 0;        // panel width: the level's F32GemmKernels::nr
+  int nr = 0;  // panel width: the level's F32GemmKernels::nr
+  // compute="int8": the level's tiles take the weights as the unsigned operand (i8_value_bias).
+  bool i8_unsigned_weights = false;
   int max_rows = 0;  // rows of x one gemv call takes (16 at every level: a batch's decode steps)
   // y[r * ldy + j] = sum_i x[r * ldx + i] * w[j][i] (+ bias[j]) for rows r < rows (1..max_rows)
   // and the columns j of panels [p0, p1). q4_1 reads xsum[r * groups + g], the sum of row r of x
@@ -159,7 +169,7 @@ struct QKernels {
   // f32 GEMM's B panel dst[kc][nr] (column j = row row0 + j; columns past `rows` zero), bit-exact.
   void (*unpack_rows)(const QRows& w, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float* dst) = nullptr;
   // compute="int8": one row x[k] quantized exactly as quant.h's quantize_row_int8 (the reference's
-  // bits), into qx[blocks * 32] (zero padded; + 128 at avx512_vnni, QI8Rows), dx[blocks] and qsum[blocks].
+  // bits), into qx[blocks * 32] (zero padded), dx[blocks] and qsum[blocks].
   void (*quantize_i8)(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum) = nullptr;
   // compute="int8": rows r < rows (any count) of quantized x against panels [p0, p1):
   // y[r * ldy + j] = sum over blocks b, in order, of dx[b] * (d * isum + m * qsum[b]) (+ bias[j]),

@@ -21,11 +21,14 @@
 //       qx with w's sign (vpsignb; |qx| <= 127, so the negation never overflows): a pair is at most
 //       2 * 128 * 127 = 32512 < 32767, so no saturation; widened at once (vpmaddwd by 1).
 // avx512_vnni: vpdpbusd multiplies 4 unsigned bytes by 4 signed ones and adds the 4 products to an
-// int32 lane without saturating. quantize_i8 stores qx + 128 (1..255, unsigned), so x is always
-// the unsigned operand and the weights (q8_0's int8, or the nibbles 0..15) the signed one, with no
-// sign trick: sum((qx + 128) w) - 128 sum(w) = sum(qx w), where sum(w) per column and block is one
-// more vpdpbusd of the weights against bytes of 1, shared by every row of the tile. A lane adds at
-// most 32 * 255 * 128 < 2^21: exact; the K-quants' scales multiply each half's exact sum (vpmulld).
+// int32 lane without saturating. The weights are the unsigned operand and x the signed one, which
+// spares the per-step sum of the weights that an unsigned x needs (q6_k, below): 4-bit
+// nibbles (0..15) and q5_1's and q5_k's values (0..31) as they are; q8_0's and q5_0's signed values
+// stored + 128 (0..255, QI8Panels::value_bias), then sum((w + 128) qx) - 128 qsum = sum(w qx). q6_k,
+// whose scales apply per half block while qsum is per block, keeps its signed values and takes x + 128
+// as the unsigned operand: sum((qx + 128) w) - 128 sum(w), sum(w) per column and half one more
+// vpdpbusd of the weights against bytes of 1, shared by every row of the tile. A lane adds at most
+// 32 * 255 * 128 < 2^21: exact; the K-quants' scales multiply each half's exact sum (vpmulld).
 // 512-bit vectors hold two panels (16 columns).
 // NEON: widening multiplies (below); the baseline: the same loops in plain C++ on int32.
 
@@ -93,9 +96,6 @@ void quantize_i8(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum
         // packs interleave 128-bit lanes: a0-3 b0-3 c0-3 d0-3 | a4-7 ...; the permute restores the order.
         const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         __m256i ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-#if defined(__AVX512VNNI__)
-        ordered = _mm256_xor_si256(ordered, _mm256_set1_epi8(static_cast<char>(0x80)));  // + 128
-#endif
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(qx + b * kI8Block), ordered);
         dx[b] = d;
         qsum[b] = _mm_cvtsi128_si32(s4);
@@ -104,9 +104,6 @@ void quantize_i8(const float* x, int64_t k, int8_t* qx, float* dx, int32_t* qsum
     }
 #endif
     quantize_block_scalar(xb, n, qx + b * kI8Block, dx + b, qsum + b);
-#if defined(__AVX512VNNI__)
-    for (int64_t i = 0; i < kI8Block; ++i) qx[b * kI8Block + i] = static_cast<int8_t>(qx[b * kI8Block + i] ^ 0x80);
-#endif
   }
 }
 
@@ -132,10 +129,13 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
   constexpr int halves = i8_scale_halves(S);
   constexpr int parts = halves == 2 ? 2 : 1, steps = (four ? 4 : 8) / parts;
   const int64_t ldq = x.blocks * kI8Block;
-  const int8_t* qx = x.qx + r0 * ldq;  // qx + 128
+  const int8_t* qx = x.qx + r0 * ldq;
   const float* dx = x.dx + r0 * x.blocks;
   const int32_t* qs = x.qsum + r0 * x.blocks;
-  const __m512i ones = _mm512_set1_epi8(1), low4 = _mm512_set1_epi8(15);
+  // q6_k: x + 128 unsigned against the signed weights (above); every other scheme: weights unsigned.
+  constexpr bool x_unsigned = halves == 2;
+  constexpr int value_bias = i8_value_bias(S, true);
+  const __m512i ones = _mm512_set1_epi8(1), low4 = _mm512_set1_epi8(15), sign = _mm512_set1_epi8(-128);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   const uint8_t* ga = w.data + p * w.panel_bytes;
@@ -155,38 +155,47 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
       const uint8_t* va = ba + w.extra_bytes;
       const uint8_t* vb = bb_ + w.extra_bytes;
       const int8_t* xb = qx + b * kI8Block;
+      // 4 values of row r from xr, the same in every lane.
+      auto xs = [&](const int8_t* xr) { return _mm512_set1_epi32(load_i32(xr)); };
       __m512i is[R];
       for (int h = 0; h < parts; ++h) {
         __m512i isum[R], wsum = _mm512_setzero_si512();
         for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+        // Unrolled: otherwise GCC 12 copies every accumulator at every step.
+#pragma GCC unroll 8
         for (int s = h * steps; s < (h + 1) * steps; ++s) {
-          if constexpr (!four) {
+          if constexpr (x_unsigned) {
             const __m512i wv = load_panel_pair(va + 32 * s, vb + 32 * s);
             wsum = _mm512_dpbusd_epi32(wsum, ones, wv);
             for (int r = 0; r < R; ++r)
-              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xb + r * ldq + 4 * s)), wv);
+              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_xor_si512(xs(xb + r * ldq + 4 * s), sign), wv);
+          } else if constexpr (!four) {
+            const __m512i wv = load_panel_pair(va + 32 * s, vb + 32 * s);
+            for (int r = 0; r < R; ++r) isum[r] = _mm512_dpbusd_epi32(isum[r], wv, xs(xb + r * ldq + 4 * s));
           } else {
             const __m512i raw = load_panel_pair(va + 32 * s, vb + 32 * s);
             const __m512i lo = _mm512_and_si512(raw, low4);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-            wsum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(wsum, ones, lo), ones, hi);
             for (int r = 0; r < R; ++r) {
               const int8_t* xr = xb + r * ldq;
-              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 4 * s)), lo);
-              isum[r] = _mm512_dpbusd_epi32(isum[r], _mm512_set1_epi32(load_i32(xr + 16 + 4 * s)), hi);
+              isum[r] = _mm512_dpbusd_epi32(isum[r], lo, xs(xr + 4 * s));
+              isum[r] = _mm512_dpbusd_epi32(isum[r], hi, xs(xr + 16 + 4 * s));
             }
           }
         }
-        const __m512i bias128 = _mm512_slli_epi32(wsum, 7);
+        if constexpr (x_unsigned) {
+          const __m512i bias128 = _mm512_slli_epi32(wsum, 7);
+          for (int r = 0; r < R; ++r) isum[r] = _mm512_sub_epi32(isum[r], bias128);
+        }
         if constexpr (halves > 0) {
           // int16 scales duplicated per column: the low half of each 32-bit lane, sign extended.
           const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(load_panel_pair(ba + 32 * h, bb_ + 32 * h), 16), 16);
           for (int r = 0; r < R; ++r) {
-            const __m512i v = _mm512_mullo_epi32(_mm512_sub_epi32(isum[r], bias128), sc);
+            const __m512i v = _mm512_mullo_epi32(isum[r], sc);
             is[r] = h == 0 ? v : _mm512_add_epi32(is[r], v);
           }
         } else {
-          for (int r = 0; r < R; ++r) is[r] = _mm512_sub_epi32(isum[r], bias128);
+          for (int r = 0; r < R; ++r) is[r] = isum[r];
         }
       }
       const __m512 c = i8_block_min(S) ? _mm512_castsi512_ps(load_panel_pair(ba + 32 * halves, bb_ + 32 * halves))
@@ -195,6 +204,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
         const int32_t qsum = qs[r * x.blocks + b];
         __m512i v = is[r];
         if constexpr (S == QScheme::Q4_0) v = _mm512_sub_epi32(v, _mm512_set1_epi32(8 * qsum));
+        if constexpr (value_bias != 0) v = _mm512_sub_epi32(v, _mm512_set1_epi32(value_bias * qsum));
         // Exact conversion: |isum| < 2^24 (q_kernels.h's bounds).
         __m512 inner = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
         if constexpr (i8_group_min(S))
@@ -219,6 +229,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t p2, const QI8Rows& x, int64_
 
 constexpr int kI8Rows = 8;  // 8 float and 8 integer sums of 16 lanes, the weights and their sums: of 32 registers
 constexpr int kI8TilePanels = 2;
+constexpr bool kI8UnsignedWeights = true;
 #elif defined(__AVX2__)
 // R rows of x (starting at row r0) against panel p: 8 columns in the lanes of one vector per row.
 // vpmaddwd widens the int16 pair sums by 1, or by the block's integer scales (K-quants), in one step.
@@ -312,6 +323,7 @@ constexpr int kI8Rows = 8;  // 8 float and 8 integer sums, the step's values and
 constexpr int kI8Rows = 4;  // 4 float and 4 integer sums, the step's values and a broadcast: 16 registers
 #endif
 constexpr int kI8TilePanels = 1;
+constexpr bool kI8UnsignedWeights = false;
 #elif defined(KILN_Q_NEON)
 // The int16 scales duplicated per column (q_kernels.h) of columns 4 h .. 4 h + 3 as int32 lanes.
 inline int32x4_t load_i8_scales(const uint8_t* at, int h) {
@@ -408,6 +420,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
 }
 constexpr int kI8Rows = 1;
 constexpr int kI8TilePanels = 1;
+constexpr bool kI8UnsignedWeights = false;
 #else
 // The same operations on int32 and float scalars, one row at a time.
 template <QScheme S, int R>
@@ -471,6 +484,7 @@ void i8_tile(const QI8Panels& w, int64_t p, int64_t /* p2 == p */, const QI8Rows
 }
 constexpr int kI8Rows = 1;
 constexpr int kI8TilePanels = 1;
+constexpr bool kI8UnsignedWeights = false;
 #endif
 
 // The last `left` (< kI8Rows) rows as one tile of that height.
