@@ -1127,8 +1127,9 @@ def bench_kiln_int8(models: dict, rows: list[Row], threads: int, workdir: Path, 
         outs = {name: np.asarray(fn()) for name, fn in calls.items()}
         med, done = interleaved(calls, args.rounds, args.budget)
         for name in calls:
-            label = {"kiln": "kiln fp32", "kiln_int8": "kiln int8", "kiln_bf16": "kiln bf16", "ort": "ORT fp32",
-                     "ort_int8": "ORT int8"}[name]
+            # The int8 table's labels, so that one runtime gets one column in the speedup table.
+            label = {"kiln": "kiln fp32", "kiln_int8": "kiln int8", "kiln_bf16": "kiln bf16",
+                     "ort": LABELS["ort"] + " fp32", "ort_int8": LABELS["ort_int8"]}[name]
             args.latency_int8.setdefault(row.name, {}).setdefault(label, {})[threads] = med[name]
         table.rows.append([row.name, row.label, ms(med["kiln"]), ms(med["kiln_int8"]), ms(med["kiln_bf16"]),
                            ms(med["ort"]), ms(med["ort_int8"]), f"{med['kiln_int8'] / med['kiln']:.2f}",
