@@ -1142,8 +1142,9 @@ def bench_kiln_int8(models: dict, rows: list[Row], threads: int, workdir: Path, 
         print(f"  [{threads} thread(s)] dynamic int8 {row.name}: " +
               ", ".join(f"{name} {ms(t)} ms" for name, t in med.items()), file=sys.stderr)
     table.notes += [
-        "kiln int8: export(..., quantize=\"int8_dynamic\"): q8_0 weights per output channel, inputs of every "
-        "linear quantized per 32-block at run time (compute=\"int8\", docs/quantization.md); embeddings q8_0. "
+        "kiln int8: export(..., quantize=\"int8_dynamic\"): q8_0 weights per output channel, each input row of every "
+        "linear quantized to bytes with a zero point at run time (compute=\"int8_row\", docs/quantization.md); "
+        "embeddings q8_0. "
         f"ORT int8: {peers.ORT_SCHEMES['dynamic']}.",
         "kiln bf16: the fp32 program loaded with gemm_precision=\"bfloat16\": every linear's input and weight "
         "rounded to bfloat16, float32 sums (vdpbf16ps where the CPU has AVX512_BF16, emulated elsewhere; "

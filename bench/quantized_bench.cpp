@@ -7,8 +7,8 @@
 // q4_k and q6_k (the K-quants where K is a multiple of 256).
 // Every integer format also runs with compute="int8" (the last two columns: decode, prefill64).
 //
-// With --int8: compute="int8" (q8_0 per channel and q4_0, 128 rows) beside the f32 linear at every
-// level from avx2 up, for MiniLM-L6's and SmolLM2-135M's shapes.
+// With --int8: compute="int8" (q8_0 per channel and q4_0, 128 rows) and compute="int8_row" (q8_0 per
+// channel: "q8_0 r") beside the f32 linear at every level from avx2 up, for MiniLM-L6's and SmolLM2-135M's shapes.
 //
 //   build/dev/tests/cpp/quantized_bench [--threads N] [--isa LEVEL] [--small-m | --int8] [filter]
 //
@@ -248,16 +248,23 @@ int main(int argc, char** argv) {
                                  {"smol down 576x1536", 576, 1536}};
     std::printf("%-22s %-6s %-12s %12s %12s %12s\n", "shape (M=128)", "scheme", "level", "int8 us", "f32 us",
                 "int8 / f32");
+    // {scheme, label, compute}: q8_0 per channel with x per 32-block and per row (int8_dynamic's), q4_0.
+    struct Int8Row {
+      const char *scheme, *label, *compute;
+    };
+    const Int8Row int8_rows[] = {{"q8_0", "q8_0", "int8"}, {"q8_0", "q8_0 r", "int8_row"}, {"q4_0", "q4_0", "int8"}};
     for (const Shape& s : int8_shapes) {
-      for (const char* sc : {"q8_0", "q4_0"}) {
-        const std::string label = std::string(s.name) + " " + sc;
+      for (const Int8Row& row : int8_rows) {
+        const std::string label = std::string(s.name) + " " + row.label;
         if (!filter.empty() && label.find(filter) == std::string::npos) continue;
         for (Isa level : supported_isas()) {
           if (level == Isa::Baseline) continue;
-          const int64_t group = std::string(sc) == "q8_0" ? s.k : 32;  // q8_0 per channel: int8_dynamic's
-          const double q = time_linear(sc, group, 128, s.n, s.k, kTierOptimized, level, threads, 0.2, "int8").first;
+          const int64_t group = std::string(row.scheme) == "q8_0" ? s.k : 32;  // q8_0 per channel
+          const double q =
+              time_linear(row.scheme, group, 128, s.n, s.k, kTierOptimized, level, threads, 0.2, row.compute).first;
           const double f = time_linear("f32", 0, 128, s.n, s.k, kTierOptimized, level, threads, 0.2).first;
-          std::printf("%-22s %-6s %-12s %12.1f %12.1f %12.2f\n", s.name, sc, isa_name(level), q * 1e6, f * 1e6, q / f);
+          std::printf("%-22s %-6s %-12s %12.1f %12.1f %12.2f\n", s.name, row.label, isa_name(level), q * 1e6, f * 1e6,
+                      q / f);
           std::fflush(stdout);
         }
       }

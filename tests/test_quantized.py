@@ -405,16 +405,73 @@ def test_int8_compute_runs_on_the_optimized_tier_bit_exact(torch, tmp_path):
         assert np.abs(g - e).max() <= 1e-5 * np.abs(e).max()
 
 
+def test_int8_row_compute_is_bit_exact_at_every_level_and_in_eager(torch, tmp_path):
+    """compute="int8_row" (q8_0 per output channel; each input row quantized to bytes with one scale and
+    zero point) is served by the optimized tier at every level and equals the reference tier bit for
+    bit at any row count; eager PyTorch (ops.py's reference) gives the same bits, so the Python and
+    C++ references agree. Rows of zeros, of one sign only, with an outlier or a NaN are included."""
+    from kiln.export import export
+    from kiln.export.quantize import QuantizedLinear, quantize_weight
+
+    k, capacity = 384, 80
+
+    class Layers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(5)
+            self.q = torch.nn.ModuleList(
+                QuantizedLinear(quantize_weight(torch.randn(n, k) * 0.05, "q8_0", k),
+                                bias=torch.randn(n) if i % 2 else None, compute="int8_row")
+                for i, n in enumerate((48, 17, 100)))
+            self.odd = QuantizedLinear(quantize_weight(torch.randn(23, 37) * 0.05, "q8_0", 37), compute="int8_row")
+
+        def forward(self, x):
+            return tuple(layer(x) for layer in self.q) + (self.odd(x[:, :37]),)
+
+    model = Layers().eval()
+    path = tmp_path / "int8_row.kiln"
+    rows = torch.export.Dim("rows", max=capacity)
+    export(model, (torch.randn(4, k),), path, dynamic_shapes=({0: rows},))
+    x = np.random.default_rng(7).standard_normal((capacity, k)).astype(np.float32)
+    x[2] = 0.0                       # s = 0
+    x[3] = np.abs(x[3])              # z = 0
+    x[4] = -np.abs(x[4])             # z = 255
+    x[5, 7] = 40.0                   # the other values of the row round to few levels
+    x[6, 11] = np.nan                # the row's outputs are NaN
+    portable = kiln.load(path, kernels="portable").forward
+    optimized_tier = kiln.kernel_tiers()["optimized"]
+    for isa in _levels():
+        prog = kiln.load(path, kernels="optimized", isa=isa)
+        tiers = {i.tier for i in prog.method("forward").instructions if i.op == "kiln_quantized::linear.default"}
+        assert tiers == {optimized_tier}, (isa, tiers)
+        for m in (1, 3, 8, 9, 17, 64, 80):
+            got, want = prog.forward(x[:m]), portable(x[:m])
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert g.view(np.uint32).tolist() == w.view(np.uint32).tolist(), (isa, m, i)
+    with torch.no_grad():
+        eager = model(torch.from_numpy(x))
+    for g, e in zip(portable(x), eager):
+        assert np.isnan(g[6]).all() and np.isnan(e.numpy()[6]).all()
+        assert g.view(np.uint32).tolist() == e.numpy().view(np.uint32).tolist()
+
+
 def test_int8_dynamic_option(torch):
     from kiln.export.quantize import QuantizedLinear, quantize
 
     model = _Small.make(torch)
     q = quantize(model, "int8_dynamic")
-    assert isinstance(q.l1, QuantizedLinear) and q.l1.compute == "int8" and q.l1.scheme == "q8_0"
+    assert isinstance(q.l1, QuantizedLinear) and q.l1.compute == "int8_row" and q.l1.scheme == "q8_0"
     assert q.l1.group_size == 128  # one scale per output channel
     assert quantize(model, "int8").l1.compute == "float32"
-    with pytest.raises(ValueError, match="int8_dynamic computes in int8"):
+    with pytest.raises(ValueError, match="int8_dynamic computes in int8_row"):
         quantize(model, "int8_dynamic", compute="float32")
+    with pytest.raises(ValueError, match="int8_dynamic keeps one scale per output channel"):
+        quantize(model, "int8_dynamic", group_size=32)
+    with pytest.raises(ValueError, match="compute='int8_row' takes int8 weights with one scale per output channel"):
+        quantize(model, "int4", compute="int8_row")
+    # The tied head shares a 4-bit embedding: int8_row cannot take it, so it computes per 32-block.
+    tied = quantize(model, "int8_dynamic", embeddings="int4")
+    assert (tied.l1.compute, tied.head.compute, tied.head.scheme) == ("int8_row", "int8", "q4_1")
 
 
 MINILM_SENTENCES = ("A man is eating food.", "The new movie is awesome.", "kiln runs exported models on the CPU.",

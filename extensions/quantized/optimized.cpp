@@ -10,7 +10,9 @@
 // neutral int8 panels of q_kernels.h (QI8Panels); each call quantizes the rows of x (quantize_i8,
 // on the pool) into scratch and runs gemm_i8 over the panels, split over the pool: integer dot
 // products per 32-block, combined in float exactly as the reference does (bit-exact, and each row
-// independent of the others for any number of rows).
+// independent of the others for any number of rows). compute="int8_row" (q8_0 per output channel):
+// repacked once into QI8RowPanels; each call quantizes the rows of x to bytes with a zero point
+// (quantize_u8) and runs gemm_i8_row: one integer sum per output over all of k, one float epilogue.
 //
 // The block formats (q5_0, q5_1, q4_k, q5_k, q6_k; the 16-bit f16, bf16) are not repacked: they are
 // decoded from the file's blocks at every call, each weight once for all the rows of x. Up to max_rows rows go through
@@ -187,6 +189,42 @@ void pack_i8_panels(const void* arg, void* dst) {
   });
 }
 
+// File layout (q8_0 per output channel) -> the int8_row panels (q_kernels.h, QI8RowPanels), on the pool.
+struct PackI8RowArg {
+  QuantMatrix w;
+  optimized::QI8RowPanels layout;
+};
+
+void pack_i8_row_panels(const void* arg, void* dst) {
+  const PackI8RowArg& a = *static_cast<const PackI8RowArg*>(arg);
+  const QuantMatrix& w = a.w;
+  const optimized::QI8RowPanels& l = a.layout;
+  constexpr int64_t cols = optimized::kI8RowCols;
+  parallel_for(l.panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      uint8_t* panel = static_cast<uint8_t*>(dst) + p * l.panel_bytes;
+      std::fill(panel, panel + l.panel_bytes, uint8_t{0});  // rows past N and k past K: zeros
+      for (int64_t j = 0; j < cols && p * cols + j < w.n; ++j) {
+        const int64_t row = p * cols + j;
+        const float d = half_to_float(w.scales[row]);
+        int32_t wsum = 0;
+        for (int64_t i = 0; i < w.k; ++i) {
+          const int32_t v = w.raw(row, i);
+          wsum += v;
+          panel[2 * 4 * cols + 4 * cols * (i / 4) + 4 * j + i % 4] = static_cast<uint8_t>(v);
+        }
+        std::memcpy(panel + 4 * j, &d, 4);
+        std::memcpy(panel + 4 * cols + 4 * j, &wsum, 4);
+      }
+    }
+  });
+}
+
+// Scratch of compute="int8_row": q [m][ldq], then scale and zero [m].
+size_t i8_row_scratch_bytes(int64_t m, int64_t ldq) {
+  return (static_cast<size_t>(m * ldq) + 63) / 64 * 64 + static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t));
+}
+
 // Scratch of compute="int8": qx [m][blocks * 32], then dx and qsum [m][blocks].
 size_t i8_scratch_bytes(int64_t m, int64_t blocks) {
   const size_t q = (static_cast<size_t>(m * blocks * optimized::kI8Block) + 63) / 64 * 64;
@@ -201,6 +239,8 @@ struct LinearState {
   bool blocks = false;      // a block format: decoded from the file at every call
   bool int8 = false;        // compute="int8": i8 panels
   optimized::QI8Panels i8;
+  bool int8_row = false;  // compute="int8_row": i8 row panels
+  optimized::QI8RowPanels i8_row;
 };
 
 Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) {
@@ -223,6 +263,20 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void** state) 
   auto s = std::make_unique<LinearState>();
   s->q = &qk;
   s->gemm = &gk;
+  if (a.compute == Compute::Int8Row) {
+    PackI8RowArg arg{a.w, optimized::q_i8_row_panel_layout(a.w.n, a.w.k)};
+    const std::string layout = format("kiln-quantized-i8-row-panels-n%lld-k%lld-%016llx", static_cast<long long>(a.w.n),
+                                      static_cast<long long>(a.w.k), static_cast<unsigned long long>(hash_scales(a.w)));
+    const size_t bytes = static_cast<size_t>(arg.layout.panels) * static_cast<size_t>(arg.layout.panel_bytes);
+    Result<const void*> packed = packed_constant(ctx, *q, layout.c_str(), bytes, pack_i8_row_panels, &arg);
+    if (!packed.ok()) return packed.status();
+    s->int8_row = true;
+    s->i8_row = arg.layout;
+    s->i8_row.data = static_cast<const uint8_t*>(packed.value());
+    ctx.scratch_bytes = i8_row_scratch_bytes(a.m, arg.layout.steps * 4);
+    *state = s.release();
+    return Status::ok();
+  }
   if (a.compute == Compute::Int8) {
     PackI8Arg arg{a.w,
                   optimized::q_i8_panel_layout(q_scheme(a.w.scheme), a.w.n, a.w.k, a.w.group, qk.i8_unsigned_weights)};
@@ -301,6 +355,31 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   float* y = out[0]->data_as<float>();
   if (a.m == 0) return Status::ok();
+
+  if (s.int8_row) {
+    const optimized::QI8RowPanels& w8 = s.i8_row;
+    KILN_CHECK_OR_RETURN(ctx.scratch != nullptr, KernelFailure, "%s: no scratch was planned for compute=int8_row",
+                         kLinearOp);
+    const int64_t ldq = w8.steps * 4;
+    auto* q8 = static_cast<uint8_t*>(ctx.scratch);
+    auto* scale = reinterpret_cast<float*>(q8 + (a.m * ldq + 63) / 64 * 64);  // i8_row_scratch_bytes
+    auto* zero = reinterpret_cast<int32_t*>(scale + a.m);
+    parallel_for(a.m, grain_for(a.w.k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) s.q->quantize_u8(x + r * a.w.k, a.w.k, ldq, q8 + r * ldq, scale + r, zero + r);
+    });
+    const int m = static_cast<int>(std::min<int64_t>(a.m, std::numeric_limits<int>::max()));
+    KILN_CHECK_OR_RETURN(m == a.m, KernelFailure, "%s: %lld rows is too many", kLinearOp, static_cast<long long>(a.m));
+    const optimized::QI8RowInput rows{q8, scale, zero, ldq};
+    // Panels split over the pool in whole tiles of the level.
+    const int64_t tile = s.q->i8_row_tile_panels;
+    const bool threads = a.w.n * a.w.k * a.m >= kMinParallelWeights && num_threads() > 1;
+    const int64_t units = (w8.panels + tile - 1) / tile;
+    const int64_t grain = threads ? (units + num_threads() - 1) / num_threads() : units;
+    parallel_for(units, std::max<int64_t>(grain, 1), [&](int64_t u0, int64_t u1) {
+      s.q->gemm_i8_row(w8, tile * u0, std::min(tile * u1, w8.panels), rows, m, bias, y, a.w.n);
+    });
+    return Status::ok();
+  }
 
   if (s.int8) {
     const optimized::QI8Panels& w8 = s.i8;

@@ -25,6 +25,29 @@ Int8Scratch int8_scratch(void* base, int64_t m, int64_t k) {
   return {reinterpret_cast<int8_t*>(bytes), reinterpret_cast<float*>(bytes + (m * k + 63) / 64 * 64)};
 }
 
+// Scratch of compute="int8_row": the quantized rows, then their scales and zero points.
+struct Int8RowScratch {
+  uint8_t* q;
+  float* scale;
+  int32_t* zero;
+};
+size_t int8_row_scratch_bytes(int64_t m, int64_t k) {
+  return (static_cast<size_t>(m * k) + 63) / 64 * 64 + static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t));
+}
+Int8RowScratch int8_row_scratch(void* base, int64_t m, int64_t k) {
+  auto* bytes = static_cast<uint8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(bytes + (m * k + 63) / 64 * 64);
+  return {bytes, scale, reinterpret_cast<int32_t*>(scale + m)};
+}
+
+// (s * d) * float(sum (q - z) * w): quant.h's quantize_row_u8 formula (exact integers in int64 here;
+// the bound on k keeps them in int32).
+float linear_int8_row(const QuantMatrix& w, const uint8_t* q, float scale, int32_t zero, int64_t row) {
+  int64_t isum = 0;
+  for (int64_t i = 0; i < w.k; ++i) isum += (q[i] - zero) * w.raw(row, i);
+  return scale * half_to_float(w.scales[row]) * static_cast<float>(static_cast<int32_t>(isum));
+}
+
 float linear_f32(const QuantMatrix& w, const float* x, int64_t row) {
   float acc = 0.0f;
   for (int64_t i = 0; i < w.k; ++i) acc += x[i] * w.weight(row, i);
@@ -75,6 +98,7 @@ Status linear_prepare(KernelContext& ctx, Inputs in, Outputs out, void**) {
   LinearArgs a;
   KILN_RETURN_IF_ERROR(linear_args(true, in, out, &a));
   if (a.compute == Compute::Int8) ctx.scratch_bytes = int8_scratch_bytes(a.m, a.w.k);
+  if (a.compute == Compute::Int8Row) ctx.scratch_bytes = int8_row_scratch_bytes(a.m, a.w.k);
   return Status::ok();
 }
 
@@ -86,17 +110,23 @@ Status linear_run(KernelContext& ctx, Inputs in, Outputs out) {
   const float* bias = a.bias != nullptr ? a.bias->data_as<const float>() : nullptr;
   float* y = out[0]->data_as<float>();
   Int8Scratch s{};
+  Int8RowScratch r{};
+  KILN_CHECK_OR_RETURN(a.compute == Compute::Float32 || ctx.scratch != nullptr, KernelFailure,
+                       "%s: no scratch was planned for compute=int8", kLinearOp);
   if (a.compute == Compute::Int8) {
-    KILN_CHECK_OR_RETURN(ctx.scratch != nullptr, KernelFailure, "%s: no scratch was planned for compute=int8",
-                         kLinearOp);
     s = int8_scratch(ctx.scratch, a.m, w.k);
     for (int64_t i = 0; i < a.m; ++i) quantize_row_int8(x + i * w.k, w.k, s.qx + i * w.k, s.dx + i * int8_blocks(w.k));
+  }
+  if (a.compute == Compute::Int8Row) {
+    r = int8_row_scratch(ctx.scratch, a.m, w.k);
+    for (int64_t i = 0; i < a.m; ++i) quantize_row_u8(x + i * w.k, w.k, r.q + i * w.k, r.scale + i, r.zero + i);
   }
   parallel_for(w.n, grain_for(a.m * w.k), [&](int64_t n0, int64_t n1) {
     for (int64_t i = 0; i < a.m; ++i) {
       for (int64_t j = n0; j < n1; ++j) {
         const float dot = a.compute == Compute::Int8 ? linear_int8(w, s.qx + i * w.k, s.dx + i * int8_blocks(w.k), j)
-                                                     : linear_f32(w, x + i * w.k, j);
+                          : a.compute == Compute::Int8Row ? linear_int8_row(w, r.q + i * w.k, r.scale[i], r.zero[i], j)
+                                                          : linear_f32(w, x + i * w.k, j);
         y[i * w.n + j] = bias != nullptr ? dot + bias[j] : dot;
       }
     }

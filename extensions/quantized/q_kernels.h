@@ -125,6 +125,43 @@ struct QI8Rows {
   int64_t blocks = 0;  // per row; qx rows are blocks * 32 bytes apart
 };
 
+// compute="int8_row" (quant.h's quantize_row_u8: x per row as unsigned bytes with a zero point; q8_0
+// with one scale per output channel): the weight repacked once per program into panels of
+// kI8RowCols columns, the same at every level. Panel p holds rows [p * 16, p * 16 + 16) of W (rows
+// past N zero) as
+//   d[16] float32 (the decoded float16 scales), wsum[16] int32 (the sum of each column's values),
+//   then ceil(k / 4) steps of 64 bytes, step s = for each column c its int8 values of
+//   k = 4 s .. 4 s + 3 at 4 c (zeros past k),
+// so that one step times 4 bytes of a row of x broadcast to every column is one vpdpbusd (x the
+// unsigned operand, the weights the signed one) into 16 column sums, and the sum runs over all of k
+// in one int32 lane: sum (q - z) w = sum q w - z wsum.
+constexpr int kI8RowCols = 16;
+
+struct QI8RowPanels {
+  const uint8_t* data = nullptr;
+  int64_t n = 0, k = 0;
+  int64_t steps = 0;  // ceil(k / 4)
+  int64_t panels = 0;
+  int64_t panel_bytes = 0;  // 128 header bytes, then steps * 64
+};
+
+inline QI8RowPanels q_i8_row_panel_layout(int64_t n, int64_t k) {
+  QI8RowPanels p;
+  p.n = n, p.k = k, p.steps = (k + 3) / 4;
+  p.panels = (n + kI8RowCols - 1) / kI8RowCols;
+  p.panel_bytes = 2 * 4 * kI8RowCols + p.steps * 4 * kI8RowCols;
+  return p;
+}
+
+// Rows of x quantized for compute="int8_row": q [rows][ldq] (ldq = steps * 4, zeros past k), and per
+// row the scale and zero point. The level's quantize_u8 writes them and its gemm_i8_row reads them.
+struct QI8RowInput {
+  const uint8_t* q = nullptr;
+  const float* scale = nullptr;
+  const int32_t* zero = nullptr;
+  int64_t ldq = 0;
+};
+
 // A quantized matrix in its file layout (quant.h), for decoding rows of an embedding and, for the
 // block formats, the B panels of a linear.
 struct QRows {
@@ -178,6 +215,15 @@ struct QKernels {
   // the result is bit-exact and each row independent of the others.
   void (*gemm_i8)(const QI8Panels& w, int64_t p0, int64_t p1, const QI8Rows& x, int rows, const float* bias, float* y,
                   int64_t ldy) = nullptr;
+  // compute="int8_row": one row x[k] quantized exactly as quant.h's quantize_row_u8, into q[ldq]
+  // (zeros from k to ldq), *scale and *zero.
+  void (*quantize_u8)(const float* x, int64_t k, int64_t ldq, uint8_t* q, float* scale, int32_t* zero) = nullptr;
+  // compute="int8_row": rows r < rows of quantized x against panels [p0, p1):
+  // y[r * ldy + j] = (scale[r] * d[j]) * float(isum - zero[r] * wsum[j]) (+ bias[j]), isum the exact
+  // integer dot product over all of k: the reference's operations, bit-exact.
+  void (*gemm_i8_row)(const QI8RowPanels& w, int64_t p0, int64_t p1, const QI8RowInput& x, int rows, const float* bias,
+                      float* y, int64_t ldy) = nullptr;
+  int i8_row_tile_panels = 1;  // panels gemm_i8_row takes at once: split the work in runs of this many
 };
 KILN_ISA_TABLE(QKernels, q_kernels)
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace kiln {
 namespace quantized {
@@ -262,11 +263,18 @@ Status linear_args(bool prepare, Inputs in, Outputs out, LinearArgs* a) {
   size_t n;
   KILN_RETURN_IF_ERROR(string_arg(op, in, 7, "compute", &s, &n));
   const std::string compute(s, n);
-  KILN_CHECK_OR_RETURN(compute == "float32" || compute == "int8", KernelFailure,
-                       "%s: unknown compute '%s' (expected float32 or int8)", op, compute.c_str());
-  a->compute = compute == "int8" ? Compute::Int8 : Compute::Float32;
+  KILN_CHECK_OR_RETURN(compute == "float32" || compute == "int8" || compute == "int8_row", KernelFailure,
+                       "%s: unknown compute '%s' (expected float32, int8 or int8_row)", op, compute.c_str());
+  a->compute = compute == "int8" ? Compute::Int8 : compute == "int8_row" ? Compute::Int8Row : Compute::Float32;
   KILN_CHECK_OR_RETURN(a->compute == Compute::Float32 || int8_takes(a->w.scheme), KernelFailure,
-                       "%s: compute=int8 takes integer weights, not %s", op, scheme_name(a->w.scheme));
+                       "%s: compute=%s takes integer weights, not %s", op, compute.c_str(), scheme_name(a->w.scheme));
+  KILN_CHECK_OR_RETURN(a->compute != Compute::Int8Row || (a->w.scheme == Scheme::Q8_0 && a->w.group == a->w.k),
+                       KernelFailure,
+                       "%s: compute=int8_row takes q8_0 with one scale per output channel, not %s in groups of %lld",
+                       op, scheme_name(a->w.scheme), static_cast<long long>(a->w.group));
+  KILN_CHECK_OR_RETURN(a->compute != Compute::Int8Row || a->w.k <= kInt8RowMaxK, KernelFailure,
+                       "%s: compute=int8_row takes rows of at most %lld elements (its int32 sums), not %lld", op,
+                       static_cast<long long>(kInt8RowMaxK), static_cast<long long>(a->w.k));
 
   const Tensor& x = *a->x;
   Tensor& y = *out[0];
@@ -323,6 +331,29 @@ void quantize_row_int8(const float* x, int64_t k, int8_t* qx, float* dx) {
     }
     dx[b] = d;
   }
+}
+
+void quantize_row_u8(const float* x, int64_t k, uint8_t* q, float* scale, int32_t* zero) {
+  float lo = 0.0f, hi = 0.0f;
+  bool finite = true;
+  for (int64_t i = 0; i < k; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    lo = std::fmin(lo, x[i]);
+    hi = std::fmax(hi, x[i]);
+  }
+  const float s = hi / 255.0f - lo / 255.0f;
+  const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+  if (!finite || !std::isfinite(inv) || s == 0.0f) {
+    std::memset(q, 0, static_cast<size_t>(k));
+    *scale = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    *zero = 0;
+    return;
+  }
+  const float z = std::fmin(std::fmax(std::nearbyint(-lo * inv), 0.0f), 255.0f);
+  for (int64_t i = 0; i < k; ++i)
+    q[i] = static_cast<uint8_t>(std::fmin(std::fmax(std::nearbyint(x[i] * inv) + z, 0.0f), 255.0f));
+  *scale = s;
+  *zero = static_cast<int32_t>(z);
 }
 
 }  // namespace quantized

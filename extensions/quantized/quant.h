@@ -79,8 +79,10 @@ inline int64_t block_bytes(Scheme s) {
 }
 constexpr int64_t kMaxBlockElements = 256;
 
-// "float32": decoded weights times float32 inputs; "int8": inputs quantized per 32-block at run time.
-enum class Compute { Float32, Int8 };
+// "float32": decoded weights times float32 inputs; "int8": inputs quantized per 32-block at run time;
+// "int8_row": inputs quantized per row with a zero point, for q8_0 with one scale per output channel
+// (quantize_row_u8 below: one exact integer sum per output, one float epilogue).
+enum class Compute { Float32, Int8, Int8Row };
 
 using kernels::half_to_float;  // common/half.h: exact for every float16
 
@@ -179,6 +181,17 @@ Status embedding_args(bool prepare, Inputs in, Outputs out, EmbeddingArgs* a);
 // dx = max|x| / 127 and qx = round-half-even(x * (1 / dx)), or dx = 0 and qx = 0 for a block of zeros.
 inline int64_t int8_blocks(int64_t k) { return (k + 31) / 32; }
 void quantize_row_int8(const float* x, int64_t k, int8_t* qx, float* dx);
+
+// The input rows quantized for Compute::Int8Row (asymmetric, like ONNX Runtime's and XNNPACK's dynamic
+// quantization): per row, lo = min(0, min x), hi = max(0, max x), s = hi / 255 - lo / 255 (finite for
+// any finite row), inv = 1 / s, z = clamp(nearbyint(-lo * inv), 0, 255) and
+// q = clamp(nearbyint(x * inv) + z, 0, 255), in float, then as integers. A row of zeros, or one so small
+// that 1 / s is not finite, gets s = 0, z = 0, q = 0; a row holding a NaN or an infinity gets s = NaN
+// (its outputs are NaN) and q = 0. Then, w the int8 values and d the float16 scale of output j,
+//   y[i][j] = (s_i * d_j) * float(sum_k (q_ik - z_i) * w_jk) (+ bias_j),
+// the integer sum exact in int32 while k <= kInt8RowMaxK (|q - z| <= 255, |w| <= 128).
+constexpr int64_t kInt8RowMaxK = 65536;
+void quantize_row_u8(const float* x, int64_t k, uint8_t* q, float* scale, int32_t* zero);
 
 }  // namespace quantized
 }  // namespace kiln

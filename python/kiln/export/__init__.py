@@ -90,8 +90,8 @@ def export(model, example_inputs, path, *, methods=None, dynamic_shapes=None,
     quantize:       None (the default), or quantize the linear and embedding
                     weights of a copy of the model before exporting: a scheme
                     name ("int8", "int4", "int4_sym", "q8_0", "q4_0", "q4_1";
-                    "int8_dynamic": int8 per output channel, and the inputs
-                    of the linears quantized to int8 at run time) or a dict
+                    "int8_dynamic": int8 per output channel, and each input
+                    row of the linears quantized to bytes at run time) or a dict
                     of kiln.export.quantize.quantize() options, e.g.
                     {"scheme": "int4", "group_size": 64}. Norms and everything
                     else stay float32; the report says what was quantized and

@@ -302,6 +302,79 @@ KILN_TEST(quantized_linear_int8_extreme_values_like_the_reference) {
   }
 }
 
+// compute="int8_row" (q8_0 per output channel, x per row with a zero point): bit-exact at every level
+// (tolerance 0), over row counts that leave every remainder of the 8-row tile, k not a multiple of
+// the 4-byte step, and n around the 16-column panel and the 3-panel tile.
+KILN_TEST(quantized_linear_int8_row_matches_reference_exactly) {
+  const int64_t ks[] = {1, 3, 4, 5, 31, 37, 100, 384, 577};
+  const int64_t ns[] = {1, 15, 16, 17, 33, 48, 49, 100};
+  const int64_t ms[] = {1, 2, 7, 8, 9, 16, 17, 64};
+  for (size_t c = 0; c < sizeof(ks) / sizeof(ks[0]); ++c) {
+    for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); ++i) {
+      const int64_t k = ks[c], m = ms[i], n = ns[(c + i) % (sizeof(ns) / sizeof(ns[0]))];
+      QWeight w = random_weight("q8_0", n, k, k);
+      TestTensor x = TestTensor::random({m, k});
+      TestTensor bias = TestTensor::random({n}, true);
+      const bool with_bias = (c + i) % 2 == 1;
+      const std::string what =
+          format("int8_row m=%lld n=%lld k=%lld bias=%d", (long long)m, (long long)n, (long long)k, with_bias);
+      const int ran = expect_tiers_match(what, kLinear, linear_args(x, w, with_bias ? &bias : nullptr, "int8_row"),
+                                         {m * n}, Tolerance{0, 0});
+      KILN_EXPECT(ran == kLevels, "%s: the optimized kernel ran at %d levels", what.c_str(), ran);
+    }
+  }
+}
+
+// The rows quantize_row_u8 treats apart (quant.h) and the int32 bound: all zeros (s = 0), only
+// positive values (z = 0) and only negative ones (z = 255), -0.0, values near FLT_MAX either sign
+// (s stays finite), subnormals alone (1 / s overflows: a zero row), one outlier, NaN and infinities
+// (s = NaN); weights of -128 and 127 against q = 255 at k = kInt8RowMaxK (the sums at their bound).
+KILN_TEST(quantized_linear_int8_row_extreme_values_like_the_reference) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (int64_t k : {int64_t{96}, int64_t{65536}}) {
+    const int64_t n = 19;
+    for (int weights = 0; weights < 3; ++weights) {
+      QWeight w = random_weight("q8_0", n, k, k);
+      uint8_t* q = w.q.t.data_as<uint8_t>();
+      for (int64_t i = 0; i < w.q.numel() && weights > 0; ++i)
+        q[i] = weights == 1 ? 0x80 : (i % 3 == 0 ? 0x7f : 0x80);  // -128, or -128 and 127
+      for (int64_t m : k > 1000 ? std::vector<int64_t>{3} : std::vector<int64_t>{1, 5, 10, 17}) {
+        TestTensor x = TestTensor::random({m, k});
+        float* f = x.f();
+        for (int64_t r = 0; r < m; ++r) {
+          float* row = f + r * k;
+          switch (r % 10) {
+            case 0:  // q = 255 everywhere, z = 0
+              for (int64_t i = 0; i < k; ++i) row[i] = 2.5f;
+              break;
+            case 1:
+              for (int64_t i = 0; i < k; ++i) row[i] = i % 3 ? -0.0f : 0.0f;
+              break;
+            case 2:  // z = 255
+              for (int64_t i = 0; i < k; ++i) row[i] = -1.0f - static_cast<float>(i % 7);
+              break;
+            case 3:
+              for (int64_t i = 0; i < k; i += 7) row[i] = i % 2 ? 3.4e38f : -3.4e38f;
+              break;
+            case 4:
+              for (int64_t i = 0; i < k; ++i) row[i] = i == 5 ? 1e-44f : (i % 4 ? 0.0f : -3e-45f);
+              break;
+            case 5: row[k - 1] = std::numeric_limits<float>::quiet_NaN(); break;
+            case 6: row[3] = kInf, row[k / 2] = -kInf; break;
+            case 7: row[k / 3] = 1e30f; break;
+            default: break;  // random
+          }
+        }
+        TestTensor bias = TestTensor::random({n}, true);
+        const std::string what = format("int8_row k=%lld weights %d m=%lld", (long long)k, weights, (long long)m);
+        const int ran =
+            expect_tiers_match(what, kLinear, linear_args(x, w, &bias, "int8_row"), {m * n}, Tolerance{0, 0});
+        KILN_EXPECT(ran == kLevels, "%s: ran at %d levels", what.c_str(), ran);
+      }
+    }
+  }
+}
+
 KILN_TEST(quantized_embedding_matches_reference) {
   for (const Case& c : kCases) {
     for (int64_t k : {int64_t{32}, int64_t{128}, int64_t{576}}) {
@@ -619,6 +692,18 @@ KILN_TEST(quantized_malformed_weights_are_clear_errors) {
     QWeight w = random_weight("q8_0", 8, 64, 32);
     TestTensor bias = TestTensor::random({7}, true);
     expect_refused("bias [7]", kLinear, linear_args(x, w, &bias), "bias must be [8]");
+  }
+  {  // compute=int8_row: q8_0 per output channel only, rows of at most kInt8RowMaxK
+    QWeight blocks = random_weight("q8_0", 8, 64, 32);
+    expect_refused("int8_row on groups of 32", kLinear, linear_args(x, blocks, nullptr, "int8_row"),
+                   "compute=int8_row takes q8_0 with one scale per output channel");
+    QWeight four = random_weight("q4_0", 8, 64, 64);
+    expect_refused("int8_row on q4_0", kLinear, linear_args(x, four, nullptr, "int8_row"),
+                   "compute=int8_row takes q8_0 with one scale per output channel");
+    QWeight wide = random_weight("q8_0", 2, 65537, 65537);
+    TestTensor long_row = TestTensor::random({1, 65537});
+    expect_refused("int8_row k=65537", kLinear, linear_args(long_row, wide, nullptr, "int8_row"),
+                   "at most 65536 elements");
   }
   {  // an embedding index out of range, either side
     QWeight w = random_weight("q4_1", 8, 64, 32);

@@ -42,9 +42,12 @@ each row's blocks byte for byte, scales and mins are None, group_size is B:
 gguf.quants.dequantize bit for bit). compute="int8" takes them all but f16 and bf16.
 
 `compute` is "float32" (the weights are decoded to float32 and multiplied with
-the float32 input) or "int8" (each row of the input is quantized to int8 per
-block of 32 at run time and multiplied in integers: faster, less exact; see
-docs/quantization.md for its measured error).
+the float32 input), "int8" (each row of the input is quantized to int8 per
+block of 32 at run time and multiplied in integers: faster, less exact) or
+"int8_row" (q8_0 with one scale per output channel only: each row of the input
+quantized to bytes with one scale and zero point for the whole row, one integer
+sum per output: fastest; quant.h's quantize_row_u8). docs/quantization.md has
+their measured error.
 
 The Python API
 --------------
@@ -58,9 +61,10 @@ The Python API
         kiln_quantized operators. scheme: "int8" (q8_0, one scale per output
         channel unless group_size is given), "int4" (q4_1, asymmetric),
         "int4_sym" (q4_0), "int8_dynamic" (q8_0 per output channel with
-        compute="int8": dynamic int8, the input quantized at run time), or a
-        scheme name above. compute: "float32" or "int8" (None: "int8" for
-        "int8_dynamic", "float32" otherwise). embeddings: the scheme of
+        compute="int8_row": dynamic int8, each input row quantized at run time;
+        a Linear that shares a 4-bit embedding's weight takes compute="int8"),
+        or a scheme name above. compute: "float32", "int8" or "int8_row" (None:
+        "int8_row" for "int8_dynamic", "float32" otherwise). embeddings: the scheme of
         embeddings ("int8": q8_0 per row; "int4"...; None keeps them float32).
         A Linear whose weight is an Embedding's weight (a tied output projection)
         shares the embedding's quantized tensors. include/exclude: predicates on
@@ -110,7 +114,7 @@ from torch import nn
 
 from . import ops  # noqa: F401  (declares torch.ops.kiln_quantized.*)
 from .blocks import BLOCK_FORMATS, HALF_FORMATS
-from .ops import SCHEMES, SPLIT_SCHEMES, check_layout, decode, row_length  # noqa: F401  (SCHEMES: the API)
+from .ops import COMPUTES, INT8_ROW_MAX_K, SCHEMES, SPLIT_SCHEMES, check_layout, decode, row_length  # noqa: F401  (SCHEMES: the API)
 
 # ggml type id -> (GGUF name, scheme, bytes per block); blocks of 32 elements, of 256 for the K-quants
 GGUF_TYPES: Dict[int, Tuple[str, str, int]] = {2: ("Q4_0", "q4_0", 18), 3: ("Q4_1", "q4_1", 20),
@@ -124,7 +128,7 @@ _WHOLE_BLOCKS = {tid: e for tid, (_, _, e, _) in (*BLOCK_FORMATS.items(), *HALF_
 # User-facing names -> scheme.
 _ALIASES = {"int8": "q8_0", "int4": "q4_1", "int4_sym": "q4_0", "int4_asym": "q4_1"}
 # Names that also choose the compute (quantize()): name -> (scheme, compute).
-_DYNAMIC = {"int8_dynamic": ("int8", "int8")}
+_DYNAMIC = {"int8_dynamic": ("int8", "int8_row")}
 
 
 def scheme_of(name: str) -> str:
@@ -312,8 +316,11 @@ class QuantizedLinear(_QuantizedModule):
 
     def __init__(self, weight: QuantizedWeight, bias: Optional[torch.Tensor] = None, compute: str = "float32"):
         super().__init__()
-        if compute not in ("float32", "int8"):
-            raise ValueError(f"compute must be 'float32' or 'int8', got {compute!r}")
+        if compute not in COMPUTES:
+            raise ValueError(f"compute must be one of {', '.join(COMPUTES)}, got {compute!r}")
+        if compute == "int8_row" and not takes_int8_row(weight):
+            raise ValueError(f"compute='int8_row' takes q8_0 with one scale per output channel and rows of at most "
+                             f"{INT8_ROW_MAX_K}, not {weight.scheme} in groups of {weight.group_size}")
         self._set_weight(weight)
         self.out_features, self.in_features = weight.shape
         self.bias = None if bias is None else nn.Parameter(bias.detach().to(torch.float32), requires_grad=False)
@@ -334,8 +341,8 @@ class QuantizedEmbedding(_QuantizedModule):
 
     def __init__(self, weight: QuantizedWeight, linear_compute: str = "float32"):
         super().__init__()
-        if linear_compute not in ("float32", "int8"):
-            raise ValueError(f"linear_compute must be 'float32' or 'int8', got {linear_compute!r}")
+        if linear_compute not in COMPUTES:
+            raise ValueError(f"linear_compute must be one of {', '.join(COMPUTES)}, got {linear_compute!r}")
         self._set_weight(weight)
         self.num_embeddings, self.embedding_dim = weight.shape
         self.linear_compute = linear_compute
@@ -389,6 +396,12 @@ def _size(n: int) -> str:
     return _mib(n)
 
 
+def takes_int8_row(weight: QuantizedWeight) -> bool:
+    """Whether compute="int8_row" takes this weight: q8_0, one scale per output channel, k <= 65536."""
+    k = weight.shape[1]
+    return weight.scheme == "q8_0" and weight.group_size == k and k <= INT8_ROW_MAX_K
+
+
 def _group_for(scheme: str, group_size: Optional[int], k: int) -> int:
     if group_size is None:
         return k if scheme == "q8_0" else 32
@@ -404,19 +417,24 @@ def quantize(model: nn.Module, scheme: str = "int4", *, group_size: Optional[int
     group_size: for "int8" default one scale per output channel (the row length),
     for the 4-bit schemes 32. A layer whose row length the group does not divide
     (or, for 4 bits, is not a multiple of 32) falls back to q8_0 per channel.
-    "int8_dynamic" is "int8" (per output channel unless group_size is given)
-    with compute="int8".
+    "int8_dynamic" is "int8" per output channel with compute="int8_row".
     """
     if scheme in _DYNAMIC:
         scheme, implied = _DYNAMIC[scheme]
         if compute not in (None, implied):
-            raise ValueError(f"int8_dynamic computes in int8; compute={compute!r} contradicts it")
+            raise ValueError(f"int8_dynamic computes in {implied}; compute={compute!r} contradicts it")
+        if group_size is not None:
+            raise ValueError(f"int8_dynamic keeps one scale per output channel; group_size={group_size} contradicts "
+                             f"it (use scheme='int8', group_size=..., compute='int8' for int8 in groups)")
         compute = implied
     compute = "float32" if compute is None else compute
     linear_scheme = scheme_of(scheme)
     embedding_scheme = None if embeddings is None else scheme_of(embeddings)
-    if compute not in ("float32", "int8"):
-        raise ValueError(f"compute must be 'float32' or 'int8', got {compute!r}")
+    if compute not in COMPUTES:
+        raise ValueError(f"compute must be one of {', '.join(COMPUTES)}, got {compute!r}")
+    if compute == "int8_row" and (linear_scheme != "q8_0" or group_size is not None):
+        raise ValueError(f"compute='int8_row' takes int8 weights with one scale per output channel, not "
+                         f"{scheme!r}{'' if group_size is None else f' in groups of {group_size}'}")
     if not inplace:
         model = copy.deepcopy(model)
     summary = QuantizationSummary()
@@ -457,7 +475,10 @@ def quantize(model: nn.Module, scheme: str = "int4", *, group_size: Optional[int
         elif isinstance(module, nn.Linear):
             qw = quantized(name, "linear", module.weight,
                            done[id(module.weight)].scheme if id(module.weight) in done else linear_scheme)
-            replacements.append((name, QuantizedLinear(qw, module.bias, compute)))
+            # int8_row needs one scale per channel: a Linear sharing a 4-bit embedding, or with rows
+            # longer than its int32 sums allow, takes compute="int8" (per 32-block) instead.
+            layer_compute = "int8" if compute == "int8_row" and not takes_int8_row(qw) else compute
+            replacements.append((name, QuantizedLinear(qw, module.bias, layer_compute)))
     for name, new in replacements:
         parent_name, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, leaf, new)

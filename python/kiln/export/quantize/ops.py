@@ -18,7 +18,9 @@ from .blocks import BLOCK_SIZES, INT8_SCHEMES, block_parts, decode_rows
 
 SPLIT_SCHEMES = ("q8_0", "q4_0", "q4_1")
 SCHEMES = SPLIT_SCHEMES + tuple(BLOCK_SIZES)
-COMPUTES = ("float32", "int8")
+COMPUTES = ("float32", "int8", "int8_row")
+# compute="int8_row" sums k products (q - z) * w with |q - z| <= 255, |w| <= 128 in int32 (quant.h).
+INT8_ROW_MAX_K = 65536
 
 LINEAR_SCHEMA = ("(Tensor input, Tensor qweight, Tensor? scales, Tensor? mins, Tensor? bias, str scheme, "
                  "int group_size, str compute=\"float32\") -> Tensor")
@@ -110,6 +112,31 @@ def quantize_activations(x: torch.Tensor):
     return qx.reshape(m, blocks * 32)[:, :k], dx
 
 
+def quantize_rows_u8(x: torch.Tensor):
+    """Rows of x [M, K] as bytes with a zero point, as quant.h's quantize_row_u8 (compute="int8_row"):
+    (q float32 [M, K] holding 0..255, s float32 [M, 1], z float32 [M, 1] holding 0..255)."""
+    x = x.float()
+    finite = torch.isfinite(x).all(1, keepdim=True)
+    safe = torch.where(finite, x, torch.zeros_like(x))
+    lo = safe.amin(1, keepdim=True).clamp(max=0) if x.shape[1] else x.new_zeros(x.shape[0], 1)
+    hi = safe.amax(1, keepdim=True).clamp(min=0) if x.shape[1] else x.new_zeros(x.shape[0], 1)
+    s = hi / 255 - lo / 255
+    inv = torch.where(s == 0, torch.zeros_like(s), 1 / s)
+    usable = finite & torch.isfinite(inv) & (s != 0)
+    inv = torch.where(usable, inv, torch.zeros_like(inv))
+    z = torch.where(usable, torch.round(-lo * inv).clamp(0, 255), torch.zeros_like(s))
+    q = torch.where(usable, (torch.round(safe * inv) + z).clamp(0, 255), torch.zeros_like(x))
+    s = torch.where(usable, s, torch.where(finite, torch.zeros_like(s), torch.full_like(s, float("nan"))))
+    return q, s, z
+
+
+def _linear_int8_row(x2, qweight, scales):
+    """compute="int8_row": (s * d) * float(sum (q - z) * w), the integer sum exact (in float64)."""
+    q, s, z = quantize_rows_u8(x2)
+    isum = ((q - z).double() @ qweight.double().T).float()  # |sum| < 2^31: exact, then rounded once
+    return (s * scales.to(torch.float32).reshape(1, -1)) * isum
+
+
 def _linear_int8(x2, qweight, scales, mins, scheme, group_size):
     """compute="int8": per 32-block of the input, dx * (d * sum(qx * q) + m * sum(qx))."""
     n = qweight.shape[0]
@@ -158,11 +185,18 @@ def _linear(input, qweight, scales, mins, bias, scheme, group_size, compute="flo
     if compute == "float32":
         return F.linear(input, decode(qweight, scales, mins, scheme, group_size), bias)
     if scheme not in SPLIT_SCHEMES + INT8_SCHEMES:
-        raise ValueError(f"compute='int8' takes integer weights ({', '.join(SPLIT_SCHEMES + INT8_SCHEMES)}), "
+        raise ValueError(f"compute={compute!r} takes integer weights ({', '.join(SPLIT_SCHEMES + INT8_SCHEMES)}), "
                          f"not {scheme}")
     k = check_layout(qweight, scales, mins, scheme, group_size)
     x2 = input.reshape(-1, k).float()
-    if scheme in INT8_SCHEMES:
+    if compute == "int8_row":
+        if scheme != "q8_0" or group_size != k:
+            raise ValueError(f"compute='int8_row' takes q8_0 with one scale per output channel (group_size {k}), "
+                             f"not {scheme} in groups of {group_size}")
+        if k > INT8_ROW_MAX_K:
+            raise ValueError(f"compute='int8_row' takes rows of at most {INT8_ROW_MAX_K} elements, not {k}")
+        y = _linear_int8_row(x2, qweight, scales)
+    elif scheme in INT8_SCHEMES:
         y = _linear_int8_blocks(x2, qweight, scheme)
     else:
         y = _linear_int8(x2, qweight, scales, mins, scheme, group_size)
