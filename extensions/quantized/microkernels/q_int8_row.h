@@ -93,27 +93,28 @@ void i8_row_tile(const QI8RowPanels& w, int64_t p, int panels, const QI8RowInput
   const uint8_t* w2 = w.data + (p + std::min(2, panels - 1)) * w.panel_bytes + header;
   const uint8_t* xr[8];
   for (int r = 0; r < 8; ++r) xr[r] = x.q + (r0 + std::min(r, rows - 1)) * x.ldq;
+  // clang-format off
 #define KILN_ROW_SUMS(r) __m512i a##r##0 = _mm512_setzero_si512(), a##r##1 = a##r##0, a##r##2 = a##r##0;
-  KILN_ROW_SUMS(0)
-  KILN_ROW_SUMS(1) KILN_ROW_SUMS(2) KILN_ROW_SUMS(3) KILN_ROW_SUMS(4) KILN_ROW_SUMS(5) KILN_ROW_SUMS(6) KILN_ROW_SUMS(7)
+  KILN_ROW_SUMS(0) KILN_ROW_SUMS(1) KILN_ROW_SUMS(2) KILN_ROW_SUMS(3)
+  KILN_ROW_SUMS(4) KILN_ROW_SUMS(5) KILN_ROW_SUMS(6) KILN_ROW_SUMS(7)
 #undef KILN_ROW_SUMS
-      for (int64_t s = 0; s < w.steps; ++s) {
+  for (int64_t s = 0; s < w.steps; ++s) {
     const __m512i v0 = _mm512_loadu_si512(w0 + 64 * s), v1 = _mm512_loadu_si512(w1 + 64 * s),
                   v2 = _mm512_loadu_si512(w2 + 64 * s);
-#define KILN_ROW_STEP(r)                            \
-  {                                                 \
-    int32_t four;                                   \
-    std::memcpy(&four, xr[r] + 4 * s, sizeof four); \
-    const __m512i xb = _mm512_set1_epi32(four);     \
-    a##r##0 = _mm512_dpbusd_epi32(a##r##0, xb, v0); \
-    a##r##1 = _mm512_dpbusd_epi32(a##r##1, xb, v1); \
-    a##r##2 = _mm512_dpbusd_epi32(a##r##2, xb, v2); \
-  }
-    KILN_ROW_STEP(0)
-    KILN_ROW_STEP(1) KILN_ROW_STEP(2) KILN_ROW_STEP(3) KILN_ROW_STEP(4) KILN_ROW_STEP(5) KILN_ROW_STEP(6)
-        KILN_ROW_STEP(7)
+#define KILN_ROW_STEP(r)                              \
+    {                                                 \
+      int32_t four;                                   \
+      std::memcpy(&four, xr[r] + 4 * s, sizeof four); \
+      const __m512i xb = _mm512_set1_epi32(four);     \
+      a##r##0 = _mm512_dpbusd_epi32(a##r##0, xb, v0); \
+      a##r##1 = _mm512_dpbusd_epi32(a##r##1, xb, v1); \
+      a##r##2 = _mm512_dpbusd_epi32(a##r##2, xb, v2); \
+    }
+    KILN_ROW_STEP(0) KILN_ROW_STEP(1) KILN_ROW_STEP(2) KILN_ROW_STEP(3)
+    KILN_ROW_STEP(4) KILN_ROW_STEP(5) KILN_ROW_STEP(6) KILN_ROW_STEP(7)
 #undef KILN_ROW_STEP
   }
+  // clang-format on
   // (scale * d) * float(sum - zero * wsum) (+ bias) for row r and panel i, the columns past n masked.
   auto store = [&](int r, int i, __m512i sum) {
     if (r >= rows || i >= panels) return;
@@ -128,11 +129,12 @@ void i8_row_tile(const QI8RowPanels& w, int64_t p, int panels, const QI8RowInput
     if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + j0));
     _mm512_mask_storeu_ps(y + (r0 + r) * ldy + j0, mask, out);
   };
+  // clang-format off
 #define KILN_ROW_STORE(r) store(r, 0, a##r##0), store(r, 1, a##r##1), store(r, 2, a##r##2);
-  KILN_ROW_STORE(0)
-  KILN_ROW_STORE(1) KILN_ROW_STORE(2) KILN_ROW_STORE(3) KILN_ROW_STORE(4) KILN_ROW_STORE(5) KILN_ROW_STORE(6)
-      KILN_ROW_STORE(7)
+  KILN_ROW_STORE(0) KILN_ROW_STORE(1) KILN_ROW_STORE(2) KILN_ROW_STORE(3)
+  KILN_ROW_STORE(4) KILN_ROW_STORE(5) KILN_ROW_STORE(6) KILN_ROW_STORE(7)
 #undef KILN_ROW_STORE
+  // clang-format on
 }
 
 // Tiles of 3 panels (their bytes stay in L1 or L2 while every tile of 8 rows reads them).

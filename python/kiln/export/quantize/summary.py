@@ -48,7 +48,10 @@ class QuantizedSummary:
     def lines(self) -> List[str]:
         """"12 x linear q4_1/32: 7 weights, 1.2 MiB (float32 4.5 MiB)" per scheme ("linear q4_k/256
         int8" where the inputs are quantized to int8, "int8_row" per row)."""
-        return [f"{u.instructions} x {op} {scheme}/{group}{'' if compute in ('', 'float32') else ' ' + compute}: {u.weights} "
+        def tag(compute: str) -> str:
+            return "" if compute in ("", "float32") else " " + compute
+
+        return [f"{u.instructions} x {op} {scheme}/{group}{tag(compute)}: {u.weights} "
                 f"weights, {_mib(u.quantized_bytes)} (float32 {_mib(u.float_bytes)})"
                 for (op, scheme, group, compute), u in sorted(self.uses.items())]
 
