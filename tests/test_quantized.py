@@ -357,6 +357,23 @@ def test_smollm2_gguf_program_decodes_like_float32_eager(request, torch, smol):
 # --------------------------------------------------------------------------- compute="int8"
 
 
+def _optimized_equals_portable_at_every_level(path, x, row_counts):
+    """Every quantized linear of the program at `path` is served by the optimized tier at every level,
+    and its outputs for the first m rows of x equal the portable tier's bit for bit; returns the
+    portable program's forward."""
+    portable = kiln.load(path, kernels="portable").forward
+    optimized_tier = kiln.kernel_tiers()["optimized"]
+    for isa in _levels():
+        prog = kiln.load(path, kernels="optimized", isa=isa)
+        tiers = {i.tier for i in prog.method("forward").instructions if i.op == "kiln_quantized::linear.default"}
+        assert tiers == {optimized_tier}, (isa, tiers)
+        for m in row_counts:
+            got, want = prog.forward(x[:m]), portable(x[:m])
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert g.view(np.uint32).tolist() == w.view(np.uint32).tolist(), (isa, m, i)
+    return portable
+
+
 def test_int8_compute_runs_on_the_optimized_tier_bit_exact(torch, tmp_path):
     """compute="int8" (inputs quantized per 32-block at run time, integer dot products) is served by
     the optimized tier at every level, and equals the reference tier bit for bit at any row count
@@ -388,16 +405,7 @@ def test_int8_compute_runs_on_the_optimized_tier_bit_exact(torch, tmp_path):
     x = np.random.default_rng(6).standard_normal((capacity, k)).astype(np.float32)
     x[2] = 0.0  # a zero row: dx = 0
     x[5, 7] = 40.0  # one large value: the other values of its block round to few levels
-    portable = kiln.load(path, kernels="portable").forward
-    optimized_tier = kiln.kernel_tiers()["optimized"]
-    for isa in _levels():
-        prog = kiln.load(path, kernels="optimized", isa=isa)
-        tiers = {i.tier for i in prog.method("forward").instructions if i.op == "kiln_quantized::linear.default"}
-        assert tiers == {optimized_tier}, (isa, tiers)
-        for m in (1, 3, 16, 17, 64, 80):
-            got, want = prog.forward(x[:m]), portable(x[:m])
-            for i, (g, w) in enumerate(zip(got, want)):
-                assert g.view(np.uint32).tolist() == w.view(np.uint32).tolist(), (isa, m, i)
+    portable = _optimized_equals_portable_at_every_level(path, x, (1, 3, 16, 17, 64, 80))
     with torch.no_grad():
         eager = model(torch.from_numpy(x))
     for g, e in zip(portable(x), eager):
@@ -438,16 +446,7 @@ def test_int8_row_compute_is_bit_exact_at_every_level_and_in_eager(torch, tmp_pa
     x[4] = -np.abs(x[4])             # z = 255
     x[5, 7] = 40.0                   # the other values of the row round to few levels
     x[6, 11] = np.nan                # the row's outputs are NaN
-    portable = kiln.load(path, kernels="portable").forward
-    optimized_tier = kiln.kernel_tiers()["optimized"]
-    for isa in _levels():
-        prog = kiln.load(path, kernels="optimized", isa=isa)
-        tiers = {i.tier for i in prog.method("forward").instructions if i.op == "kiln_quantized::linear.default"}
-        assert tiers == {optimized_tier}, (isa, tiers)
-        for m in (1, 3, 8, 9, 17, 64, 80):
-            got, want = prog.forward(x[:m]), portable(x[:m])
-            for i, (g, w) in enumerate(zip(got, want)):
-                assert g.view(np.uint32).tolist() == w.view(np.uint32).tolist(), (isa, m, i)
+    portable = _optimized_equals_portable_at_every_level(path, x, (1, 3, 8, 9, 17, 64, 80))
     with torch.no_grad():
         eager = model(torch.from_numpy(x))
     for g, e in zip(portable(x), eager):
